@@ -1,0 +1,303 @@
+//! The generated CRD against a real kube-apiserver: accepted, validating, defaulting,
+//! printing, scaling, and keeping status behind its subresource.
+
+use database_api::{Database, DatabaseStatus, Phase};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, CustomResourceExt};
+use serde_json::{Value, json};
+use testenv::{ControlPlane, Options};
+
+const NAMESPACE: &str = "production";
+
+/// A control plane with the CRD installed and the `production` namespace created.
+async fn cluster() -> (ControlPlane, Client) {
+    let plane = ControlPlane::start(Options::default())
+        .await
+        .expect("control plane starts");
+    let client = plane.client().await.expect("admin client");
+    testenv::install_crd(&client, &Database::crd())
+        .await
+        .expect("CRD becomes Established");
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let ns = serde_json::from_value(json!({"metadata": {"name": NAMESPACE}})).expect("namespace");
+    namespaces
+        .create(&PostParams::default(), &ns)
+        .await
+        .expect("namespace created");
+    (plane, client)
+}
+
+fn databases(client: &Client) -> Api<DynamicObject> {
+    Api::namespaced_with(
+        client.clone(),
+        NAMESPACE,
+        &ApiResource::erase::<Database>(&()),
+    )
+}
+
+fn object(name: &str, spec: &Value) -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": "mycompany.io/v1",
+        "kind": "Database",
+        "metadata": {"name": name},
+        "spec": spec,
+    }))
+    .expect("a Database object")
+}
+
+fn orders_db() -> DynamicObject {
+    object(
+        "orders-db",
+        &json!({"engine": "postgres", "version": "15.4", "storage": "100Gi", "replicas": 3}),
+    )
+}
+
+fn kubectl(plane: &ControlPlane, args: &[&str]) -> String {
+    let output = plane
+        .kubectl()
+        .expect("kubectl")
+        .args(args)
+        .output()
+        .expect("kubectl runs");
+    assert!(
+        output.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[tokio::test]
+async fn the_issue_example_is_accepted_as_written() {
+    let (_plane, client) = cluster().await;
+    let created = databases(&client)
+        .create(&PostParams::default(), &orders_db())
+        .await
+        .expect("accepted");
+    assert_eq!(created.data["spec"]["engine"], "postgres");
+    assert_eq!(created.data["spec"]["version"], "15.4");
+    assert_eq!(created.data["spec"]["storage"], "100Gi");
+    assert_eq!(created.data["spec"]["replicas"], 3);
+    assert_eq!(created.data["spec"]["deletionPolicy"], "Retain");
+}
+
+#[tokio::test]
+async fn the_schema_rejects_bad_fields_naming_each_one() {
+    let (_plane, client) = cluster().await;
+    let api = databases(&client);
+    let cases = [
+        (
+            "oracle",
+            json!({"engine": "oracle", "version": "19", "storage": "10Gi"}),
+            "spec.engine",
+        ),
+        (
+            "mebibytes",
+            json!({"engine": "postgres", "version": "16", "storage": "100Mi"}),
+            "spec.storage",
+        ),
+        (
+            "gigabytes",
+            json!({"engine": "postgres", "version": "16", "storage": "10GB"}),
+            "spec.storage",
+        ),
+        (
+            "zero",
+            json!({"engine": "mysql", "version": "8.4", "storage": "10Gi", "replicas": 0}),
+            "spec.replicas",
+        ),
+        (
+            "six",
+            json!({"engine": "mysql", "version": "8.4", "storage": "10Gi", "replicas": 6}),
+            "spec.replicas",
+        ),
+        (
+            "no-version",
+            json!({"engine": "mongodb", "storage": "10Gi"}),
+            "spec.version",
+        ),
+    ];
+    for (name, spec, field) in cases {
+        let err = api
+            .create(&PostParams::default(), &object(name, &spec))
+            .await
+            .expect_err(name);
+        let kube::Error::Api(status) = err else {
+            panic!("{name}: expected an API error, got {err}")
+        };
+        eprintln!("{name}: {}", status.message);
+        assert_eq!(status.code, 422, "{name}: {status:?}");
+        assert!(
+            status.message.contains(field),
+            "{name}: message does not name {field}: {}",
+            status.message
+        );
+    }
+    let stored = api.list(&ListParams::default()).await.expect("list");
+    assert!(
+        stored.items.is_empty(),
+        "an invalid object was stored: {:?}",
+        stored.items
+    );
+}
+
+#[tokio::test]
+async fn engine_cannot_change_after_creation() {
+    let (_plane, client) = cluster().await;
+    let api = databases(&client);
+    api.create(&PostParams::default(), &orders_db())
+        .await
+        .expect("created");
+    let patch = Patch::Merge(json!({"spec": {"engine": "mysql"}}));
+    let err = api
+        .patch("orders-db", &PatchParams::default(), &patch)
+        .await
+        .expect_err("immutable");
+    let kube::Error::Api(status) = err else {
+        panic!("expected an API error, got {err}")
+    };
+    assert_eq!(status.code, 422, "{status:?}");
+    assert!(
+        status.message.contains("spec.engine") && status.message.contains("engine is immutable"),
+        "{}",
+        status.message
+    );
+}
+
+#[tokio::test]
+async fn replicas_default_to_one_and_kubectl_shows_the_printer_columns() {
+    let (plane, client) = cluster().await;
+    let minimal = object(
+        "small",
+        &json!({"engine": "mysql", "version": "8.4", "storage": "5Gi"}),
+    );
+    let created = databases(&client)
+        .create(&PostParams::default(), &minimal)
+        .await
+        .expect("created");
+    assert_eq!(
+        created.data["spec"]["replicas"], 1,
+        "the API server applies the schema default"
+    );
+
+    let table = kubectl(&plane, &["get", "db", "-n", NAMESPACE]);
+    let header: Vec<&str> = table
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        [
+            "NAME", "ENGINE", "VERSION", "REPLICAS", "READY", "STATUS", "AGE"
+        ],
+        "{table}"
+    );
+    let row: Vec<&str> = table
+        .lines()
+        .nth(1)
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(&row[..4], ["small", "mysql", "8.4", "1"], "{table}");
+
+    let wide = kubectl(
+        &plane,
+        &[
+            "get",
+            "databases.mycompany.io",
+            "-n",
+            NAMESPACE,
+            "-o",
+            "wide",
+        ],
+    );
+    assert!(
+        wide.lines().next().unwrap_or_default().contains("ENDPOINT"),
+        "{wide}"
+    );
+}
+
+#[tokio::test]
+async fn kubectl_scale_changes_spec_replicas_through_the_scale_subresource() {
+    let (plane, client) = cluster().await;
+    let api = databases(&client);
+    api.create(&PostParams::default(), &orders_db())
+        .await
+        .expect("created");
+
+    kubectl(
+        &plane,
+        &["scale", "db", "orders-db", "-n", NAMESPACE, "--replicas=2"],
+    );
+    let scaled = api.get("orders-db").await.expect("get");
+    assert_eq!(scaled.data["spec"]["replicas"], 2);
+
+    let scale = kubectl(
+        &plane,
+        &[
+            "get",
+            "--raw",
+            "/apis/mycompany.io/v1/namespaces/production/databases/orders-db/scale",
+        ],
+    );
+    let scale: Value = serde_json::from_str(&scale).expect("Scale JSON");
+    assert_eq!(scale["kind"], "Scale");
+    assert_eq!(scale["spec"]["replicas"], 2);
+
+    let err = kubectl_fails(
+        &plane,
+        &["scale", "db", "orders-db", "-n", NAMESPACE, "--replicas=9"],
+    );
+    assert!(err.contains("spec.replicas"), "{err}");
+}
+
+fn kubectl_fails(plane: &ControlPlane, args: &[&str]) -> String {
+    let output = plane
+        .kubectl()
+        .expect("kubectl")
+        .args(args)
+        .output()
+        .expect("kubectl runs");
+    assert!(!output.status.success(), "kubectl {args:?} should fail");
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[tokio::test]
+async fn status_is_only_written_through_the_status_subresource() {
+    let (_plane, client) = cluster().await;
+    let typed: Api<Database> = Api::namespaced(client.clone(), NAMESPACE);
+    databases(&client)
+        .create(&PostParams::default(), &orders_db())
+        .await
+        .expect("created");
+
+    let mut db = typed.get("orders-db").await.expect("get");
+    db.status = Some(DatabaseStatus {
+        phase: Phase::Running,
+        ready: true,
+        replicas: 3,
+        ..DatabaseStatus::default()
+    });
+    let replaced = typed
+        .replace("orders-db", &PostParams::default(), &db)
+        .await
+        .expect("replace");
+    assert_eq!(
+        replaced.status, None,
+        "the main resource ignored the status"
+    );
+
+    let patch = Patch::Merge(json!({"status": {"phase": "Running", "ready": true, "replicas": 3}}));
+    let patched = typed
+        .patch_status("orders-db", &PatchParams::default(), &patch)
+        .await
+        .expect("status patch");
+    let status = patched.status.expect("status set");
+    assert_eq!(
+        (status.phase, status.ready, status.replicas),
+        (Phase::Running, true, 3)
+    );
+}

@@ -1,0 +1,417 @@
+//! Starting, reaching and stopping the local control plane.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Config};
+use tempfile::TempDir;
+
+use crate::assets;
+use crate::full;
+use crate::kubeconfig;
+use crate::pki::{self, TestCa};
+use crate::ports::free_port;
+use crate::process::Process;
+
+/// How long each component may take to become ready.
+const READY_TIMEOUT: Duration = Duration::from_secs(90);
+/// Whole-start attempts; a port taken between choosing and binding it is the usual cause
+/// of a failed attempt.
+const START_ATTEMPTS: usize = 3;
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Also run kube-controller-manager, kube-scheduler and kwok with fake nodes.
+    pub full: bool,
+    /// Fake nodes in full mode.
+    pub nodes: usize,
+    /// Write an audit log of every write request (see [`ControlPlane::audit_events`]).
+    pub audit: bool,
+    /// Extra kube-apiserver flags.
+    pub apiserver_args: Vec<String>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            full: false,
+            nodes: 3,
+            audit: false,
+            apiserver_args: Vec::new(),
+        }
+    }
+}
+
+impl Options {
+    /// The full tier: workloads get Pods that become Ready and volumes that bind.
+    pub fn full() -> Self {
+        Self {
+            full: true,
+            ..Self::default()
+        }
+    }
+
+    /// Turns on the audit log of write requests.
+    #[must_use]
+    pub fn with_audit(mut self) -> Self {
+        self.audit = true;
+        self
+    }
+}
+
+/// Why the control plane could not start or be reached.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    BinaryNotFound(#[from] assets::NotFound),
+    #[error("creating certificates: {0}")]
+    Certificates(#[from] rcgen::Error),
+    #[error("preparing the control plane: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("{component} exited with {status} while starting; last log lines:\n{log}")]
+    Exited {
+        component: String,
+        status: String,
+        log: String,
+    },
+    #[error("{what} not ready after {timeout:?}; last log lines:\n{log}")]
+    NotReady {
+        what: String,
+        timeout: Duration,
+        log: String,
+    },
+    #[error("reading the kubeconfig: {0}")]
+    Kubeconfig(#[from] kube::config::KubeconfigError),
+    #[error("talking to the API server: {0}")]
+    Kube(#[from] kube::Error),
+}
+
+/// A running control plane. Dropping it stops every component and deletes its files.
+pub struct ControlPlane {
+    // Field order matters only for clarity: Drop stops processes explicitly first.
+    processes: Vec<Process>,
+    dir: TempDir,
+    ca: TestCa,
+    server: String,
+    kubeconfig: PathBuf,
+    audit_log: Option<PathBuf>,
+    full: bool,
+}
+
+impl ControlPlane {
+    /// Starts the control plane and waits until it serves requests (and, in full mode,
+    /// until the fake nodes are Ready).
+    pub async fn start(options: Options) -> Result<Self, Error> {
+        let mut last = None;
+        for attempt in 1..=START_ATTEMPTS {
+            match Self::start_once(&options).await {
+                Ok(plane) => return Ok(plane),
+                Err(err) => {
+                    tracing::warn!(attempt, error = %err, "control plane did not start");
+                    last = Some(err);
+                }
+            }
+        }
+        Err(last.unwrap_or_else(|| Error::Io(std::io::Error::other("no start attempted"))))
+    }
+
+    async fn start_once(options: &Options) -> Result<Self, Error> {
+        let etcd_bin = assets::find("etcd")?;
+        let apiserver_bin = assets::find("kube-apiserver")?;
+        let dir = tempfile::Builder::new().prefix("testenv-").tempdir()?;
+        let root = dir.path();
+
+        let ca = TestCa::new("testenv-ca")?;
+        let serving = ca.issue_server(&[
+            "127.0.0.1",
+            "localhost",
+            "kubernetes",
+            "kubernetes.default.svc",
+            "kubernetes.default.svc.cluster.local",
+        ])?;
+        let admin = ca.issue_client("admin", &["system:masters"])?;
+        write(root, "ca.crt", ca.cert_pem())?;
+        write(root, "apiserver.crt", &serving.cert_pem)?;
+        write(root, "apiserver.key", &serving.key_pem)?;
+        let (sa_key, sa_pub) = pki::key_pair_pem()?;
+        write(root, "sa.key", &sa_key)?;
+        write(root, "sa.pub", &sa_pub)?;
+
+        let mut plane = Self {
+            processes: Vec::new(),
+            server: String::new(),
+            kubeconfig: root.join("admin.kubeconfig"),
+            audit_log: options.audit.then(|| root.join("audit.log")),
+            ca,
+            dir,
+            full: options.full,
+        };
+        let root = plane.dir.path().to_path_buf();
+
+        let etcd_port = free_port()?;
+        let etcd_peer_port = free_port()?;
+        let etcd = Process::spawn(
+            "etcd",
+            &etcd_bin,
+            &etcd_args(&root, etcd_port, etcd_peer_port),
+            &root,
+        )?;
+        plane.processes.push(etcd);
+        plane.wait_for_port(etcd_port, "etcd").await?;
+
+        let api_port = free_port()?;
+        plane.server = format!("https://127.0.0.1:{api_port}");
+        std::fs::write(
+            &plane.kubeconfig,
+            kubeconfig::render(&plane.server, plane.ca.cert_pem(), "admin", &admin),
+        )?;
+        let mut args = apiserver_args(&root, etcd_port, api_port, options.full);
+        if let Some(audit) = &plane.audit_log {
+            write(&root, "audit-policy.yaml", AUDIT_POLICY)?;
+            args.push(format!(
+                "--audit-policy-file={}",
+                root.join("audit-policy.yaml").display()
+            ));
+            args.push(format!("--audit-log-path={}", audit.display()));
+            args.push("--audit-log-format=json".into());
+        }
+        args.extend(options.apiserver_args.iter().cloned());
+        plane.processes.push(Process::spawn(
+            "kube-apiserver",
+            &apiserver_bin,
+            &args,
+            &root,
+        )?);
+        let client = plane.client().await?;
+        plane.wait_for_apiserver(&client).await?;
+
+        if options.full {
+            let components = full::spawn_components(&root, &plane.kubeconfig)?;
+            plane.processes.extend(components);
+            full::prepare_cluster(&client, options.nodes).await?;
+            plane
+                .wait_until("fake nodes Ready", || {
+                    full::nodes_ready(&client, options.nodes)
+                })
+                .await?;
+        }
+        Ok(plane)
+    }
+
+    /// `https://127.0.0.1:<port>` of the API server.
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// Path of the admin kubeconfig (user `admin` in `system:masters`).
+    pub fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// The CA that signed the API server's certificate and every client certificate.
+    pub fn ca_pem(&self) -> &str {
+        self.ca.cert_pem()
+    }
+
+    /// The folder holding certificates, data and component logs.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Whether controller-manager, scheduler and kwok run too.
+    pub fn is_full(&self) -> bool {
+        self.full
+    }
+
+    /// An admin client.
+    pub async fn client(&self) -> Result<Client, Error> {
+        client_from(&self.kubeconfig).await
+    }
+
+    /// Writes a kubeconfig for `user` in `groups`, authenticated by a client certificate,
+    /// e.g. to run a component with exactly the RBAC it is granted.
+    pub fn kubeconfig_for(&self, user: &str, groups: &[&str]) -> Result<PathBuf, Error> {
+        let credentials = self.ca.issue_client(user, groups)?;
+        let file_name: String = user
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
+        let path = self.dir.path().join(format!("{file_name}.kubeconfig"));
+        std::fs::write(
+            &path,
+            kubeconfig::render(&self.server, self.ca.cert_pem(), user, &credentials),
+        )?;
+        Ok(path)
+    }
+
+    /// `kubectl` of the pinned version, pointed at this control plane.
+    pub fn kubectl(&self) -> Result<std::process::Command, Error> {
+        let mut command = std::process::Command::new(assets::find("kubectl")?);
+        command.arg("--kubeconfig").arg(&self.kubeconfig);
+        Ok(command)
+    }
+
+    /// Every audit event logged so far (write requests only), oldest first. Empty unless
+    /// the control plane was started [`Options::with_audit`].
+    pub fn audit_events(&self) -> Vec<serde_json::Value> {
+        let Some(path) = &self.audit_log else {
+            return Vec::new();
+        };
+        std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect()
+    }
+
+    /// The last lines of one component's log.
+    pub fn log_tail(&self, component: &str, lines: usize) -> Option<String> {
+        self.processes
+            .iter()
+            .find(|p| p.name() == component)
+            .map(|p| p.log_tail(lines))
+    }
+
+    async fn wait_for_port(&mut self, port: u16, what: &str) -> Result<(), Error> {
+        self.wait_until(what, || async move {
+            tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_ok()
+        })
+        .await
+    }
+
+    async fn wait_for_apiserver(&mut self, client: &Client) -> Result<(), Error> {
+        self.wait_until("kube-apiserver /readyz", || async {
+            let request = http::Request::get("/readyz").body(Vec::new());
+            match request {
+                Ok(request) => client
+                    .request_text(request)
+                    .await
+                    .is_ok_and(|body| body.trim() == "ok"),
+                Err(_) => false,
+            }
+        })
+        .await?;
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        self.wait_until("namespace default", || async {
+            namespaces.get_opt("default").await.ok().flatten().is_some()
+        })
+        .await
+    }
+
+    /// Polls `ready` until it holds, failing early if any component exits.
+    async fn wait_until<F, Fut>(&mut self, what: &str, mut ready: F) -> Result<(), Error>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
+        let deadline = tokio::time::Instant::now() + READY_TIMEOUT;
+        loop {
+            for process in &mut self.processes {
+                if let Some(status) = process.exited() {
+                    return Err(Error::Exited {
+                        component: process.name().to_owned(),
+                        status: status.to_string(),
+                        log: process.log_tail(30),
+                    });
+                }
+            }
+            if ready().await {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() >= deadline {
+                let log = self
+                    .processes
+                    .last()
+                    .map(|p| p.log_tail(30))
+                    .unwrap_or_default();
+                return Err(Error::NotReady {
+                    what: what.to_owned(),
+                    timeout: READY_TIMEOUT,
+                    log,
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        // Stop in reverse start order: clients of the API server first, etcd last.
+        while let Some(mut process) = self.processes.pop() {
+            process.stop();
+        }
+    }
+}
+
+/// A client for the kubeconfig at `path`.
+pub async fn client_from(path: &Path) -> Result<Client, Error> {
+    let kubeconfig = Kubeconfig::read_from(path)?;
+    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
+    Ok(Client::try_from(config)?)
+}
+
+fn write(dir: &Path, name: &str, contents: &str) -> std::io::Result<()> {
+    std::fs::write(dir.join(name), contents)
+}
+
+fn etcd_args(root: &Path, client_port: u16, peer_port: u16) -> Vec<String> {
+    let client = format!("http://127.0.0.1:{client_port}");
+    let peer = format!("http://127.0.0.1:{peer_port}");
+    vec![
+        "--name=node0".into(),
+        format!("--data-dir={}", root.join("etcd").display()),
+        format!("--listen-client-urls={client}"),
+        format!("--advertise-client-urls={client}"),
+        format!("--listen-peer-urls={peer}"),
+        format!("--initial-advertise-peer-urls={peer}"),
+        format!("--initial-cluster=node0={peer}"),
+        // Test data is thrown away, so durability buys nothing and fsync costs a lot.
+        "--unsafe-no-fsync=true".into(),
+        "--auto-compaction-retention=1".into(),
+        "--log-level=warn".into(),
+    ]
+}
+
+fn apiserver_args(root: &Path, etcd_port: u16, port: u16, full: bool) -> Vec<String> {
+    let file = |name: &str| root.join(name).display().to_string();
+    let mut args = vec![
+        format!("--etcd-servers=http://127.0.0.1:{etcd_port}"),
+        "--bind-address=127.0.0.1".into(),
+        format!("--secure-port={port}"),
+        // A loopback advertise address is only accepted without an endpoint reconciler.
+        "--advertise-address=127.0.0.1".into(),
+        "--endpoint-reconciler-type=none".into(),
+        format!("--cert-dir={}", file("apiserver-certs")),
+        format!("--tls-cert-file={}", file("apiserver.crt")),
+        format!("--tls-private-key-file={}", file("apiserver.key")),
+        format!("--client-ca-file={}", file("ca.crt")),
+        "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
+        format!("--service-account-key-file={}", file("sa.pub")),
+        format!("--service-account-signing-key-file={}", file("sa.key")),
+        "--service-cluster-ip-range=10.0.0.0/24".into(),
+        "--authorization-mode=Node,RBAC".into(),
+        "--allow-privileged=true".into(),
+    ];
+    if !full {
+        // Without kube-controller-manager no namespace ever gets its `default`
+        // ServiceAccount, so Pods would be refused by this one plugin.
+        args.push("--disable-admission-plugins=ServiceAccount".into());
+    }
+    args
+}
+
+/// Logs every write (and nothing else) at Metadata level: enough to count who wrote what.
+const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  verbs: [create, update, patch, delete, deletecollection]
+- level: None
+";

@@ -1,0 +1,28 @@
+//! A real Kubernetes control plane on loopback for acceptance tests.
+//!
+//! [`ControlPlane::start`] runs etcd and kube-apiserver (RBAC, the default admission
+//! plugins, service-account token signing) on free ports in a temporary directory and
+//! writes an admin kubeconfig. [`Options::full`] adds kube-controller-manager,
+//! kube-scheduler and kwok with fake nodes, so StatefulSets get Pods that become Ready
+//! and PersistentVolumeClaims that bind.
+//!
+//! Everything stops when the [`ControlPlane`] is dropped, including on panic; each
+//! component also gets `SIGKILL` from the kernel if the process that started it dies, so
+//! nothing is left running after Ctrl-C or a crash.
+//!
+//! Binaries come from `$KUBEBUILDER_ASSETS` (the envtest convention) or from the cache
+//! that `cargo xtask control-plane build` fills; see [`assets`].
+
+pub mod assets;
+mod control_plane;
+mod crd;
+mod full;
+mod kubeconfig;
+mod pki;
+mod ports;
+mod process;
+
+pub use control_plane::{ControlPlane, Error, Options, client_from};
+pub use crd::install_crd;
+pub use full::STORAGE_CLASS;
+pub use pki::{CertifiedKey, TestCa};
