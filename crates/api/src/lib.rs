@@ -6,6 +6,7 @@
 
 pub mod constants;
 mod database;
+pub mod storage;
 
 pub use database::{
     DEFAULT_REPLICAS, Database, DatabaseSpec, DatabaseStatus, DeletionPolicy, Engine, MAX_REPLICAS,
