@@ -6,7 +6,10 @@
 
 pub mod constants;
 mod database;
+pub mod defaults;
 pub mod storage;
+pub mod validation;
+pub mod versions;
 
 pub use database::{
     DEFAULT_REPLICAS, Database, DatabaseSpec, DatabaseStatus, DeletionPolicy, Engine, MAX_REPLICAS,

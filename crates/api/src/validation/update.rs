@@ -1,0 +1,78 @@
+//! The rules that compare an update with the object it replaces: what may not change
+//! and what may only move one way.
+
+use super::{Limits, Outcome, validate};
+use crate::Database;
+use crate::storage::parse_gi;
+use crate::versions::{Version, series_rank};
+
+/// Checks the new side of an update on its own, then against the old side: the engine
+/// is immutable, storage may not shrink and the version may not move back a series.
+/// Growing storage and upgrading a series are allowed with a warning.
+pub fn validate_update(old: &Database, new: &Database, limits: &Limits) -> Outcome {
+    let mut outcome = validate(new, limits);
+    check_engine(old, new, &mut outcome);
+    check_storage(old, new, &mut outcome);
+    check_version(old, new, &mut outcome);
+    outcome
+}
+
+fn check_engine(old: &Database, new: &Database, outcome: &mut Outcome) {
+    if old.spec.engine != new.spec.engine {
+        outcome.error(
+            "spec.engine",
+            format!(
+                "is immutable: it was {} and cannot become {}",
+                old.spec.engine, new.spec.engine
+            ),
+        );
+    }
+}
+
+fn check_storage(old: &Database, new: &Database, outcome: &mut Outcome) {
+    let (Some(before), Some(after)) = (parse_gi(&old.spec.storage), parse_gi(&new.spec.storage))
+    else {
+        return;
+    };
+    if after < before {
+        outcome.error(
+            "spec.storage",
+            format!(
+                "may not shrink (from {before}Gi to {after}Gi): a persistent volume can only grow"
+            ),
+        );
+    } else if after > before {
+        outcome.warn(format!(
+            "spec.storage grows from {before}Gi to {after}Gi: every instance's volume must be expanded, which needs a StorageClass with allowVolumeExpansion"
+        ));
+    }
+}
+
+fn check_version(old: &Database, new: &Database, outcome: &mut Outcome) {
+    // A changed engine is already refused; comparing versions across engines means nothing.
+    if old.spec.engine != new.spec.engine {
+        return;
+    }
+    let engine = new.spec.engine;
+    let (Some(before), Some(after)) = (
+        Version::parse(&old.spec.version),
+        Version::parse(&new.spec.version),
+    ) else {
+        return;
+    };
+    let (from, to) = (series_rank(engine, before), series_rank(engine, after));
+    if to < from {
+        outcome.error(
+            "spec.version",
+            format!(
+                "may not move back a major version (from {} to {}): {engine} cannot read data written by a newer major version",
+                old.spec.version, new.spec.version
+            ),
+        );
+    } else if to > from {
+        outcome.warn(format!(
+            "spec.version moves from {} to {}: a major-version upgrade changes the data format and cannot be undone; take a backup first",
+            old.spec.version, new.spec.version
+        ));
+    }
+}
