@@ -1,0 +1,90 @@
+//! What every reconcile shares: the client, settings, event recorder and metrics.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kube::Client;
+use kube::runtime::events::{Recorder, Reporter};
+
+use crate::metrics::Metrics;
+use crate::resources::BuildConfig;
+
+/// Controller settings that are not part of any Database.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub build: BuildConfig,
+    /// Largest `spec.storage` accepted, in GiB (the same limit the webhook enforces).
+    pub max_storage_gi: u64,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self { build: BuildConfig::default(), max_storage_gi: database_api::validation::Limits::default().max_storage_gi }
+    }
+}
+
+/// Longest wait between retries of a failing Database.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
+
+/// Consecutive failures per Database, for exponential backoff.
+#[derive(Default)]
+pub struct Backoff(Mutex<HashMap<String, u32>>);
+
+impl Backoff {
+    pub fn failed(&self, key: &str) {
+        if let Ok(mut map) = self.0.lock() {
+            *map.entry(key.to_owned()).or_default() += 1;
+        }
+    }
+
+    pub fn reset(&self, key: &str) {
+        if let Ok(mut map) = self.0.lock() {
+            map.remove(key);
+        }
+    }
+
+    /// 1 s after the first failure, doubling up to [`MAX_BACKOFF`].
+    pub fn delay(&self, key: &str) -> Duration {
+        let failures = self.0.lock().map(|m| m.get(key).copied().unwrap_or(1)).unwrap_or(1);
+        let exponent = failures.saturating_sub(1).min(16);
+        Duration::from_secs(1u64 << exponent).min(MAX_BACKOFF)
+    }
+}
+
+pub struct Context {
+    pub client: Client,
+    pub backoff: Backoff,
+    pub settings: Settings,
+    pub recorder: Recorder,
+    pub metrics: Arc<Metrics>,
+}
+
+impl Context {
+    pub fn new(client: Client, settings: Settings, metrics: Arc<Metrics>, instance: Option<String>) -> Self {
+        let reporter = Reporter { controller: database_api::constants::FIELD_MANAGER.to_owned(), instance };
+        Self { recorder: Recorder::new(client.clone(), reporter), client, settings, metrics, backoff: Backoff::default() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_per_failure_up_to_the_cap_and_resets() {
+        let backoff = Backoff::default();
+        backoff.failed("a");
+        assert_eq!(backoff.delay("a"), Duration::from_secs(1));
+        backoff.failed("a");
+        backoff.failed("a");
+        assert_eq!(backoff.delay("a"), Duration::from_secs(4));
+        for _ in 0..20 {
+            backoff.failed("a");
+        }
+        assert_eq!(backoff.delay("a"), MAX_BACKOFF);
+        backoff.reset("a");
+        assert_eq!(backoff.delay("a"), Duration::from_secs(1));
+        assert_eq!(backoff.delay("other"), Duration::from_secs(1));
+    }
+}

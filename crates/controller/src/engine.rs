@@ -1,0 +1,173 @@
+//! What differs between engines, in one table: image, port, data path, credential
+//! variables, probes and the image's user. Builders read this; nothing else branches on
+//! the engine.
+
+use database_api::Engine;
+
+/// How one engine's official image is run.
+#[derive(Debug, PartialEq, Eq)]
+pub struct EngineProfile {
+    /// Image repository on Docker Hub (the tag is the spec's version).
+    pub image: &'static str,
+    /// The port clients connect to, and its name.
+    pub port: i32,
+    pub port_name: &'static str,
+    /// URI scheme of the connection string.
+    pub scheme: &'static str,
+    /// Query appended to the connection URI.
+    pub uri_query: &'static str,
+    /// The image's non-root user and group.
+    pub uid: i64,
+    /// Writable folders the image needs besides its data volume, as emptyDirs, so the
+    /// root filesystem can stay read-only.
+    pub scratch_dirs: &'static [&'static str],
+    /// Variables naming the initial user, its password and the database to create.
+    pub user_env: &'static str,
+    pub password_env: &'static str,
+    pub database_env: &'static str,
+    /// Variable for a separate superuser password, where the image has one.
+    pub root_password_env: Option<&'static str>,
+    /// Readiness check run inside the container.
+    pub readiness_command: &'static [&'static str],
+}
+
+/// Where the data volume is mounted for `engine` at `version`, and the variable that
+/// tells the image to keep its data in a subfolder of it (if any).
+#[derive(Debug, PartialEq, Eq)]
+pub struct DataLayout {
+    pub mount_path: &'static str,
+    pub env: Option<(&'static str, &'static str)>,
+}
+
+const POSTGRES: EngineProfile = EngineProfile {
+    image: "postgres",
+    port: 5432,
+    port_name: "postgres",
+    scheme: "postgresql",
+    uri_query: "",
+    uid: 999,
+    scratch_dirs: &["/tmp", "/var/run/postgresql"],
+    user_env: "POSTGRES_USER",
+    password_env: "POSTGRES_PASSWORD",
+    database_env: "POSTGRES_DB",
+    root_password_env: None,
+    readiness_command: &["sh", "-c", "exec pg_isready -h 127.0.0.1 -p 5432 -U \"$POSTGRES_USER\" -d \"$POSTGRES_DB\""],
+};
+
+const MYSQL: EngineProfile = EngineProfile {
+    image: "mysql",
+    port: 3306,
+    port_name: "mysql",
+    scheme: "mysql",
+    uri_query: "",
+    uid: 999,
+    scratch_dirs: &["/tmp", "/var/run/mysqld"],
+    user_env: "MYSQL_USER",
+    password_env: "MYSQL_PASSWORD",
+    database_env: "MYSQL_DATABASE",
+    root_password_env: Some("MYSQL_ROOT_PASSWORD"),
+    readiness_command: &["sh", "-c", "exec mysqladmin ping -h 127.0.0.1 -P 3306 --silent"],
+};
+
+const MONGODB: EngineProfile = EngineProfile {
+    // There is no official `mongodb` image: the Docker Hub library image is `mongo`.
+    image: "mongo",
+    port: 27017,
+    port_name: "mongodb",
+    scheme: "mongodb",
+    uri_query: "?authSource=admin",
+    uid: 999,
+    scratch_dirs: &["/tmp"],
+    user_env: "MONGO_INITDB_ROOT_USERNAME",
+    password_env: "MONGO_INITDB_ROOT_PASSWORD",
+    database_env: "MONGO_INITDB_DATABASE",
+    root_password_env: None,
+    readiness_command: &["mongosh", "--quiet", "--eval", "db.adminCommand('ping').ok"],
+};
+
+/// The profile of `engine`.
+pub fn profile(engine: Engine) -> &'static EngineProfile {
+    match engine {
+        Engine::Postgres => &POSTGRES,
+        Engine::Mysql => &MYSQL,
+        Engine::Mongodb => &MONGODB,
+    }
+}
+
+/// The data layout of `engine` at `version`. Postgres 18 moved its data: the volume goes
+/// at `/var/lib/postgresql` (a mount at the old path makes the container exit), and the
+/// image picks a versioned subfolder itself.
+pub fn data_layout(engine: Engine, version: &str) -> DataLayout {
+    match engine {
+        Engine::Postgres if major(version).is_some_and(|m| m >= 18) => {
+            DataLayout { mount_path: "/var/lib/postgresql", env: None }
+        }
+        // The volume's root holds `lost+found` on many filesystems, which initdb refuses.
+        Engine::Postgres => DataLayout {
+            mount_path: "/var/lib/postgresql/data",
+            env: Some(("PGDATA", "/var/lib/postgresql/data/pgdata")),
+        },
+        Engine::Mysql => DataLayout { mount_path: "/var/lib/mysql", env: None },
+        Engine::Mongodb => DataLayout { mount_path: "/data/db", env: None },
+    }
+}
+
+/// The leading number of a version string such as "16.4".
+pub fn major(version: &str) -> Option<u32> {
+    version.split('.').next()?.parse().ok()
+}
+
+/// The image reference for `engine` at `version`, under `registry` when one is given
+/// (a mirror such as `registry.example.com/library`).
+pub fn image(engine: Engine, version: &str, registry: Option<&str>) -> String {
+    let repository = profile(engine).image;
+    match registry.map(|r| r.trim_end_matches('/')).filter(|r| !r.is_empty()) {
+        Some(registry) => format!("{registry}/{repository}:{version}"),
+        None => format!("{repository}:{version}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_engine_listens_on_its_well_known_port() {
+        assert_eq!(profile(Engine::Postgres).port, 5432);
+        assert_eq!(profile(Engine::Mysql).port, 3306);
+        assert_eq!(profile(Engine::Mongodb).port, 27017);
+    }
+
+    #[test]
+    fn mongodb_uses_the_official_mongo_image() {
+        assert_eq!(image(Engine::Mongodb, "7.0", None), "mongo:7.0");
+        assert_eq!(image(Engine::Postgres, "16.4", None), "postgres:16.4");
+        assert_eq!(image(Engine::Mysql, "8.4", None), "mysql:8.4");
+    }
+
+    #[test]
+    fn a_mirror_registry_prefixes_the_image() {
+        assert_eq!(image(Engine::Mysql, "8.4", Some("mirror.local/library/")), "mirror.local/library/mysql:8.4");
+        assert_eq!(image(Engine::Mysql, "8.4", Some("")), "mysql:8.4");
+    }
+
+    #[test]
+    fn postgres_up_to_17_keeps_pgdata_in_a_subfolder_of_the_volume() {
+        let layout = data_layout(Engine::Postgres, "17.2");
+        assert_eq!(layout.mount_path, "/var/lib/postgresql/data");
+        assert_eq!(layout.env, Some(("PGDATA", "/var/lib/postgresql/data/pgdata")));
+    }
+
+    #[test]
+    fn postgres_18_mounts_the_parent_folder_and_sets_no_pgdata() {
+        let layout = data_layout(Engine::Postgres, "18");
+        assert_eq!(layout.mount_path, "/var/lib/postgresql");
+        assert_eq!(layout.env, None);
+    }
+
+    #[test]
+    fn mysql_and_mongodb_mount_their_data_paths() {
+        assert_eq!(data_layout(Engine::Mysql, "8.4").mount_path, "/var/lib/mysql");
+        assert_eq!(data_layout(Engine::Mongodb, "7.0").mount_path, "/data/db");
+    }
+}

@@ -1,0 +1,71 @@
+//! The thin layer that writes owned objects: server-side apply under one field manager,
+//! skipped when it would change nothing.
+
+use std::fmt::Debug;
+
+use database_api::constants::FIELD_MANAGER;
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::drift::{HASH_ANNOTATION, desired_hash, needs_apply};
+use crate::error::Error;
+
+/// What an apply did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    Created,
+    Updated,
+    Unchanged,
+}
+
+/// Applies `desired` unless `observed` already matches it; returns the object as the API
+/// server now has it and what happened.
+///
+/// `force` takes ownership of fields another manager set (e.g. `kubectl edit` of a
+/// StatefulSet's replicas): this controller is the authority on the fields it sets.
+pub async fn apply<K>(api: &Api<K>, desired: &K, observed: Option<&K>) -> Result<(K, Applied), Error>
+where
+    K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + Debug,
+{
+    let kind = K::kind(&()).into_owned();
+    let name = desired.name_any();
+    let serialize = |o: &K| serde_json::to_value(o).map_err(|e| Error::Serialize("owned object", e));
+    let mut body = serialize(desired)?;
+    let hash = desired_hash(&body);
+    let observed_json = observed.map(serialize).transpose()?;
+    if let (Some(current), false) = (observed, needs_apply(&body, &hash, observed_json.as_ref())) {
+        return Ok((current.clone(), Applied::Unchanged));
+    }
+    body["metadata"]["annotations"][HASH_ANNOTATION] = Value::String(hash);
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let applied = api
+        .patch(&name, &params, &Patch::Apply(&body))
+        .await
+        .map_err(|source| Error::Apply { kind, name, source })?;
+    Ok((applied, if observed.is_some() { Applied::Updated } else { Applied::Created }))
+}
+
+/// Reads an object that may not exist.
+pub async fn get_opt<K>(api: &Api<K>, name: &str) -> Result<Option<K>, Error>
+where
+    K: Resource<DynamicType = ()> + DeserializeOwned + Clone + Debug,
+{
+    api.get_opt(name)
+        .await
+        .map_err(|source| Error::Observe { kind: K::kind(&()).into_owned(), name: name.to_owned(), source })
+}
+
+/// Deletes an object if it exists.
+pub async fn delete_if_present<K>(api: &Api<K>, name: &str) -> Result<bool, Error>
+where
+    K: Resource<DynamicType = ()> + DeserializeOwned + Clone + Debug,
+{
+    match api.delete(name, &kube::api::DeleteParams::default()).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
+        Err(source) => Err(Error::Delete { kind: K::kind(&()).into_owned(), name: name.to_owned(), source }),
+    }
+}
