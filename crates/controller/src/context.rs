@@ -20,7 +20,10 @@ pub struct Settings {
 
 impl Default for Settings {
     fn default() -> Self {
-        Self { build: BuildConfig::default(), max_storage_gi: database_api::validation::Limits::default().max_storage_gi }
+        Self {
+            build: BuildConfig::default(),
+            max_storage_gi: database_api::validation::Limits::default().max_storage_gi,
+        }
     }
 }
 
@@ -46,7 +49,11 @@ impl Backoff {
 
     /// 1 s after the first failure, doubling up to [`MAX_BACKOFF`].
     pub fn delay(&self, key: &str) -> Duration {
-        let failures = self.0.lock().map(|m| m.get(key).copied().unwrap_or(1)).unwrap_or(1);
+        let failures = self
+            .0
+            .lock()
+            .map(|m| m.get(key).copied().unwrap_or(1))
+            .unwrap_or(1);
         let exponent = failures.saturating_sub(1).min(16);
         Duration::from_secs(1u64 << exponent).min(MAX_BACKOFF)
     }
@@ -61,9 +68,23 @@ pub struct Context {
 }
 
 impl Context {
-    pub fn new(client: Client, settings: Settings, metrics: Arc<Metrics>, instance: Option<String>) -> Self {
-        let reporter = Reporter { controller: database_api::constants::FIELD_MANAGER.to_owned(), instance };
-        Self { recorder: Recorder::new(client.clone(), reporter), client, settings, metrics, backoff: Backoff::default() }
+    pub fn new(
+        client: Client,
+        settings: Settings,
+        metrics: Arc<Metrics>,
+        instance: Option<String>,
+    ) -> Self {
+        let reporter = Reporter {
+            controller: database_api::constants::FIELD_MANAGER.to_owned(),
+            instance,
+        };
+        Self {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            settings,
+            metrics,
+            backoff: Backoff::default(),
+        }
     }
 }
 

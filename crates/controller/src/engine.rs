@@ -51,7 +51,11 @@ const POSTGRES: EngineProfile = EngineProfile {
     password_env: "POSTGRES_PASSWORD",
     database_env: "POSTGRES_DB",
     root_password_env: None,
-    readiness_command: &["sh", "-c", "exec pg_isready -h 127.0.0.1 -p 5432 -U \"$POSTGRES_USER\" -d \"$POSTGRES_DB\""],
+    readiness_command: &[
+        "sh",
+        "-c",
+        "exec pg_isready -h 127.0.0.1 -p 5432 -U \"$POSTGRES_USER\" -d \"$POSTGRES_DB\"",
+    ],
 };
 
 const MYSQL: EngineProfile = EngineProfile {
@@ -66,7 +70,11 @@ const MYSQL: EngineProfile = EngineProfile {
     password_env: "MYSQL_PASSWORD",
     database_env: "MYSQL_DATABASE",
     root_password_env: Some("MYSQL_ROOT_PASSWORD"),
-    readiness_command: &["sh", "-c", "exec mysqladmin ping -h 127.0.0.1 -P 3306 --silent"],
+    readiness_command: &[
+        "sh",
+        "-c",
+        "exec mysqladmin ping -h 127.0.0.1 -P 3306 --silent",
+    ],
 };
 
 const MONGODB: EngineProfile = EngineProfile {
@@ -99,16 +107,23 @@ pub fn profile(engine: Engine) -> &'static EngineProfile {
 /// image picks a versioned subfolder itself.
 pub fn data_layout(engine: Engine, version: &str) -> DataLayout {
     match engine {
-        Engine::Postgres if major(version).is_some_and(|m| m >= 18) => {
-            DataLayout { mount_path: "/var/lib/postgresql", env: None }
-        }
+        Engine::Postgres if major(version).is_some_and(|m| m >= 18) => DataLayout {
+            mount_path: "/var/lib/postgresql",
+            env: None,
+        },
         // The volume's root holds `lost+found` on many filesystems, which initdb refuses.
         Engine::Postgres => DataLayout {
             mount_path: "/var/lib/postgresql/data",
             env: Some(("PGDATA", "/var/lib/postgresql/data/pgdata")),
         },
-        Engine::Mysql => DataLayout { mount_path: "/var/lib/mysql", env: None },
-        Engine::Mongodb => DataLayout { mount_path: "/data/db", env: None },
+        Engine::Mysql => DataLayout {
+            mount_path: "/var/lib/mysql",
+            env: None,
+        },
+        Engine::Mongodb => DataLayout {
+            mount_path: "/data/db",
+            env: None,
+        },
     }
 }
 
@@ -121,7 +136,10 @@ pub fn major(version: &str) -> Option<u32> {
 /// (a mirror such as `registry.example.com/library`).
 pub fn image(engine: Engine, version: &str, registry: Option<&str>) -> String {
     let repository = profile(engine).image;
-    match registry.map(|r| r.trim_end_matches('/')).filter(|r| !r.is_empty()) {
+    match registry
+        .map(|r| r.trim_end_matches('/'))
+        .filter(|r| !r.is_empty())
+    {
         Some(registry) => format!("{registry}/{repository}:{version}"),
         None => format!("{repository}:{version}"),
     }
@@ -147,7 +165,10 @@ mod tests {
 
     #[test]
     fn a_mirror_registry_prefixes_the_image() {
-        assert_eq!(image(Engine::Mysql, "8.4", Some("mirror.local/library/")), "mirror.local/library/mysql:8.4");
+        assert_eq!(
+            image(Engine::Mysql, "8.4", Some("mirror.local/library/")),
+            "mirror.local/library/mysql:8.4"
+        );
         assert_eq!(image(Engine::Mysql, "8.4", Some("")), "mysql:8.4");
     }
 
@@ -155,7 +176,10 @@ mod tests {
     fn postgres_up_to_17_keeps_pgdata_in_a_subfolder_of_the_volume() {
         let layout = data_layout(Engine::Postgres, "17.2");
         assert_eq!(layout.mount_path, "/var/lib/postgresql/data");
-        assert_eq!(layout.env, Some(("PGDATA", "/var/lib/postgresql/data/pgdata")));
+        assert_eq!(
+            layout.env,
+            Some(("PGDATA", "/var/lib/postgresql/data/pgdata"))
+        );
     }
 
     #[test]
@@ -167,7 +191,10 @@ mod tests {
 
     #[test]
     fn mysql_and_mongodb_mount_their_data_paths() {
-        assert_eq!(data_layout(Engine::Mysql, "8.4").mount_path, "/var/lib/mysql");
+        assert_eq!(
+            data_layout(Engine::Mysql, "8.4").mount_path,
+            "/var/lib/mysql"
+        );
         assert_eq!(data_layout(Engine::Mongodb, "7.0").mount_path, "/data/db");
     }
 }

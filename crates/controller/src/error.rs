@@ -5,11 +5,23 @@ use crate::resources::credentials::{MissingKey, RandomUnavailable};
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("reading {kind} {name}: {source}")]
-    Observe { kind: String, name: String, source: kube::Error },
+    Observe {
+        kind: String,
+        name: String,
+        source: kube::Error,
+    },
     #[error("applying {kind} {name}: {source}")]
-    Apply { kind: String, name: String, source: kube::Error },
+    Apply {
+        kind: String,
+        name: String,
+        source: kube::Error,
+    },
     #[error("deleting {kind} {name}: {source}")]
-    Delete { kind: String, name: String, source: kube::Error },
+    Delete {
+        kind: String,
+        name: String,
+        source: kube::Error,
+    },
     #[error("creating the credentials Secret: {0}")]
     CreateCredentials(#[source] kube::Error),
     #[error(transparent)]

@@ -2,10 +2,10 @@
 //! Service, a credentials Secret, a connection Secret and (with several instances) a
 //! PodDisruptionBudget, and reports what it sees in the Database's status.
 
-pub mod engine;
-pub mod resources;
 pub mod context;
+pub mod engine;
 pub mod error;
 pub mod metrics;
 pub mod reconcile;
+pub mod resources;
 pub mod runner;

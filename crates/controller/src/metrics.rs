@@ -40,15 +40,40 @@ impl Default for Metrics {
         let errors = Family::<ErrorLabels, Counter>::default();
         let writes = Family::<WriteLabels, Counter>::default();
         let duration = Family::<ResultLabels, Histogram>::new_with_constructor(|| {
-            Histogram::new([0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0])
+            Histogram::new([
+                0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+            ])
         });
         let leader = Gauge::default();
         registry.register("reconciles", "Reconciles by result", reconciles.clone());
-        registry.register("reconcile_errors", "Failed reconciles by error kind", errors.clone());
-        registry.register("writes", "Write calls to the API server by action", writes.clone());
-        registry.register("reconcile_duration_seconds", "Reconcile duration by result", duration.clone());
-        registry.register("leader", "1 while this replica holds the leader Lease", leader.clone());
-        Self { registry, reconciles, errors, writes, duration, leader }
+        registry.register(
+            "reconcile_errors",
+            "Failed reconciles by error kind",
+            errors.clone(),
+        );
+        registry.register(
+            "writes",
+            "Write calls to the API server by action",
+            writes.clone(),
+        );
+        registry.register(
+            "reconcile_duration_seconds",
+            "Reconcile duration by result",
+            duration.clone(),
+        );
+        registry.register(
+            "leader",
+            "1 while this replica holds the leader Lease",
+            leader.clone(),
+        );
+        Self {
+            registry,
+            reconciles,
+            errors,
+            writes,
+            duration,
+            leader,
+        }
     }
 }
 
@@ -77,6 +102,9 @@ mod tests {
         metrics.wrote("apply");
         metrics.wrote("apply");
         let text = metrics.encode();
-        assert!(text.contains("database_controller_writes_total{action=\"apply\"} 2"), "{text}");
+        assert!(
+            text.contains("database_controller_writes_total{action=\"apply\"} 2"),
+            "{text}"
+        );
     }
 }

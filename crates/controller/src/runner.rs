@@ -25,7 +25,12 @@ pub enum Scope {
 }
 
 /// Runs the controller until `shutdown` resolves, then finishes the reconciles in flight.
-pub async fn run(ctx: Arc<Context>, scope: Scope, concurrency: u16, shutdown: impl Future<Output = ()> + Send + Sync + Clone + 'static) {
+pub async fn run(
+    ctx: Arc<Context>,
+    scope: Scope,
+    concurrency: u16,
+    shutdown: impl Future<Output = ()> + Send + Sync + Clone + 'static,
+) {
     let namespaces: Vec<Option<String>> = match scope {
         Scope::AllNamespaces => vec![None],
         Scope::Namespaces(list) => list.into_iter().map(Some).collect(),
@@ -62,11 +67,18 @@ where
 fn controller(client: &Client, namespace: Option<&str>, concurrency: u16) -> Controller<Database> {
     // Owned objects all carry the managed-by label: watching only those keeps every other
     // Secret and Service in the cluster out of memory.
-    let owned = watcher::Config::default().labels(&format!("{}={}", labels::MANAGED_BY, labels::MANAGED_BY_VALUE));
-    Controller::new(api::<Database>(client, namespace), watcher::Config::default().any_semantic())
-        .with_config(ControllerConfig::default().concurrency(concurrency))
-        .owns(api::<StatefulSet>(client, namespace), owned.clone())
-        .owns(api::<Service>(client, namespace), owned.clone())
-        .owns(api::<Secret>(client, namespace), owned.clone())
-        .owns(api::<PodDisruptionBudget>(client, namespace), owned)
+    let owned = watcher::Config::default().labels(&format!(
+        "{}={}",
+        labels::MANAGED_BY,
+        labels::MANAGED_BY_VALUE
+    ));
+    Controller::new(
+        api::<Database>(client, namespace),
+        watcher::Config::default().any_semantic(),
+    )
+    .with_config(ControllerConfig::default().concurrency(concurrency))
+    .owns(api::<StatefulSet>(client, namespace), owned.clone())
+    .owns(api::<Service>(client, namespace), owned.clone())
+    .owns(api::<Secret>(client, namespace), owned.clone())
+    .owns(api::<PodDisruptionBudget>(client, namespace), owned)
 }

@@ -26,13 +26,18 @@ pub enum Applied {
 ///
 /// `force` takes ownership of fields another manager set (e.g. `kubectl edit` of a
 /// StatefulSet's replicas): this controller is the authority on the fields it sets.
-pub async fn apply<K>(api: &Api<K>, desired: &K, observed: Option<&K>) -> Result<(K, Applied), Error>
+pub async fn apply<K>(
+    api: &Api<K>,
+    desired: &K,
+    observed: Option<&K>,
+) -> Result<(K, Applied), Error>
 where
     K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + Debug,
 {
     let kind = K::kind(&()).into_owned();
     let name = desired.name_any();
-    let serialize = |o: &K| serde_json::to_value(o).map_err(|e| Error::Serialize("owned object", e));
+    let serialize =
+        |o: &K| serde_json::to_value(o).map_err(|e| Error::Serialize("owned object", e));
     let mut body = serialize(desired)?;
     let hash = desired_hash(&body);
     let observed_json = observed.map(serialize).transpose()?;
@@ -45,7 +50,14 @@ where
         .patch(&name, &params, &Patch::Apply(&body))
         .await
         .map_err(|source| Error::Apply { kind, name, source })?;
-    Ok((applied, if observed.is_some() { Applied::Updated } else { Applied::Created }))
+    Ok((
+        applied,
+        if observed.is_some() {
+            Applied::Updated
+        } else {
+            Applied::Created
+        },
+    ))
 }
 
 /// Reads an object that may not exist.
@@ -53,9 +65,11 @@ pub async fn get_opt<K>(api: &Api<K>, name: &str) -> Result<Option<K>, Error>
 where
     K: Resource<DynamicType = ()> + DeserializeOwned + Clone + Debug,
 {
-    api.get_opt(name)
-        .await
-        .map_err(|source| Error::Observe { kind: K::kind(&()).into_owned(), name: name.to_owned(), source })
+    api.get_opt(name).await.map_err(|source| Error::Observe {
+        kind: K::kind(&()).into_owned(),
+        name: name.to_owned(),
+        source,
+    })
 }
 
 /// Deletes an object if it exists.
@@ -66,6 +80,10 @@ where
     match api.delete(name, &kube::api::DeleteParams::default()).await {
         Ok(_) => Ok(true),
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
-        Err(source) => Err(Error::Delete { kind: K::kind(&()).into_owned(), name: name.to_owned(), source }),
+        Err(source) => Err(Error::Delete {
+            kind: K::kind(&()).into_owned(),
+            name: name.to_owned(),
+            source,
+        }),
     }
 }

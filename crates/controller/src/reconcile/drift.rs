@@ -40,7 +40,11 @@ fn subset_at(desired: &Value, observed: &Value, depth: usize) -> bool {
             }
         }),
         (Value::Array(want), Value::Array(have)) => {
-            want.len() == have.len() && want.iter().zip(have).all(|(w, h)| subset_at(w, h, depth + 1))
+            want.len() == have.len()
+                && want
+                    .iter()
+                    .zip(have)
+                    .all(|(w, h)| subset_at(w, h, depth + 1))
         }
         (Value::Array(want), Value::Null) => want.is_empty(),
         (want, have) => want == have,
@@ -58,7 +62,9 @@ fn is_empty(value: &Value) -> bool {
 
 /// Whether the observed object (as JSON) must be applied again to match `desired`.
 pub fn needs_apply(desired: &Value, hash: &str, observed: Option<&Value>) -> bool {
-    let Some(observed) = observed else { return true };
+    let Some(observed) = observed else {
+        return true;
+    };
     let applied_hash = observed["metadata"]["annotations"][HASH_ANNOTATION].as_str();
     applied_hash != Some(hash) || !is_subset(desired, observed)
 }
@@ -85,7 +91,10 @@ mod tests {
     fn a_removed_or_added_list_element_is_drift() {
         let desired = json!({"env": [{"name": "A"}, {"name": "B"}]});
         assert!(!is_subset(&desired, &json!({"env": [{"name": "A"}]})));
-        assert!(!is_subset(&desired, &json!({"env": [{"name": "A"}, {"name": "B"}, {"name": "C"}]})));
+        assert!(!is_subset(
+            &desired,
+            &json!({"env": [{"name": "A"}, {"name": "B"}, {"name": "C"}]})
+        ));
     }
 
     #[test]
@@ -99,7 +108,10 @@ mod tests {
         let desired = json!({"kind": "StatefulSet", "spec": {"volumeClaimTemplates": [{"apiVersion": "v1", "kind": "PersistentVolumeClaim"}]}});
         let observed = json!({"kind": "StatefulSet", "spec": {"volumeClaimTemplates": [{}]}});
         assert!(is_subset(&desired, &observed));
-        assert!(!is_subset(&desired, &json!({"kind": "Deployment", "spec": {"volumeClaimTemplates": [{}]}})));
+        assert!(!is_subset(
+            &desired,
+            &json!({"kind": "Deployment", "spec": {"volumeClaimTemplates": [{}]}})
+        ));
     }
 
     #[test]

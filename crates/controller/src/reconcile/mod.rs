@@ -45,18 +45,33 @@ const RECREATE_REQUEUE: Duration = Duration::from_secs(2);
 pub async fn reconcile(db: Arc<Database>, ctx: Arc<Context>) -> Result<Action, Error> {
     let started = Instant::now();
     let result = reconcile_inner(&db, &ctx).await;
-    let labels = ResultLabels { result: if result.is_ok() { "ok" } else { "error" } };
+    let labels = ResultLabels {
+        result: if result.is_ok() { "ok" } else { "error" },
+    };
     ctx.metrics.reconciles.get_or_create(&labels).inc();
-    ctx.metrics.duration.get_or_create(&labels).observe(started.elapsed().as_secs_f64());
+    ctx.metrics
+        .duration
+        .get_or_create(&labels)
+        .observe(started.elapsed().as_secs_f64());
     let key = format!("{}/{}", db.namespace().unwrap_or_default(), db.name_any());
     match &result {
         Ok(_) => ctx.backoff.reset(&key),
         Err(_) => ctx.backoff.failed(&key),
     }
     if let Err(err) = &result {
-        ctx.metrics.errors.get_or_create(&crate::metrics::ErrorLabels { kind: err.kind() }).inc();
+        ctx.metrics
+            .errors
+            .get_or_create(&crate::metrics::ErrorLabels { kind: err.kind() })
+            .inc();
         tracing::warn!(name = %db.name_any(), namespace = db.namespace().as_deref().unwrap_or(""), error = %err, "reconcile failed");
-        publish(&ctx, &db, EventType::Warning, "ReconcileFailed", err.to_string()).await;
+        publish(
+            &ctx,
+            &db,
+            EventType::Warning,
+            "ReconcileFailed",
+            err.to_string(),
+        )
+        .await;
     }
     result
 }
@@ -77,10 +92,18 @@ async fn reconcile_inner(db: &Database, ctx: &Context) -> Result<Action, Error> 
         // No return: the owned objects are applied in this same pass.
     }
 
-    let outcome = validate(db, &Limits { max_storage_gi: ctx.settings.max_storage_gi });
+    let outcome = validate(
+        db,
+        &Limits {
+            max_storage_gi: ctx.settings.max_storage_gi,
+        },
+    );
     if !outcome.is_allowed() {
         let message = outcome.message();
-        let facts = Facts { invalid: Some(message.clone()), ..Facts::default() };
+        let facts = Facts {
+            invalid: Some(message.clone()),
+            ..Facts::default()
+        };
         if write_status(ctx, &databases, db, None, &facts, &now).await? {
             publish(ctx, db, EventType::Warning, "InvalidSpec", message).await;
         }
@@ -88,8 +111,15 @@ async fn reconcile_inner(db: &Database, ctx: &Context) -> Result<Action, Error> 
         return Ok(Action::await_change());
     }
     if is_paused(db) {
-        let observed = get_opt(&Api::<StatefulSet>::namespaced(client.clone(), &namespace), &db.name_any()).await?;
-        let facts = Facts { paused: true, ..Facts::default() };
+        let observed = get_opt(
+            &Api::<StatefulSet>::namespaced(client.clone(), &namespace),
+            &db.name_any(),
+        )
+        .await?;
+        let facts = Facts {
+            paused: true,
+            ..Facts::default()
+        };
         write_status(ctx, &databases, db, observed.as_ref(), &facts, &now).await?;
         return Ok(Action::await_change());
     }
@@ -101,25 +131,59 @@ async fn reconcile_inner(db: &Database, ctx: &Context) -> Result<Action, Error> 
 
     let credentials = ensure_credentials(ctx, &secrets, db).await?;
     let observed_set = get_opt(&sets, &db.name_any()).await?;
-    if observed_set.as_ref().is_some_and(|s| s.metadata.deletion_timestamp.is_some()) {
+    if observed_set
+        .as_ref()
+        .is_some_and(|s| s.metadata.deletion_timestamp.is_some())
+    {
         // Orphan deletion for a resize is still in progress.
         return Ok(Action::requeue(RECREATE_REQUEUE));
     }
     let (template_storage, facts) = match storage::plan(client, db, observed_set.as_ref()).await? {
         StoragePlan::AsSpecified => (db.spec.storage.clone(), Facts::default()),
-        StoragePlan::Blocked { template, reason, message } => (template, Facts { degraded: Some((reason, message)), ..Facts::default() }),
+        StoragePlan::Blocked {
+            template,
+            reason,
+            message,
+        } => (
+            template,
+            Facts {
+                degraded: Some((reason, message)),
+                ..Facts::default()
+            },
+        ),
         StoragePlan::Recreating => {
             ctx.metrics.wrote("resize");
-            publish(ctx, db, EventType::Normal, "StorageResized", format!("volume claims resized to {}", db.spec.storage)).await;
+            publish(
+                ctx,
+                db,
+                EventType::Normal,
+                "StorageResized",
+                format!("volume claims resized to {}", db.spec.storage),
+            )
+            .await;
             return Ok(Action::requeue(RECREATE_REQUEUE));
         }
     };
 
     // Apply order: what the Pods need (Service, Secrets) before the StatefulSet.
     let service = get_opt(&services, &db.name_any()).await?;
-    record(ctx, apply(&services, &build_service(db), service.as_ref()).await?.1);
+    record(
+        ctx,
+        apply(&services, &build_service(db), service.as_ref())
+            .await?
+            .1,
+    );
     let connection = get_opt(&secrets, &connection_secret_name(db)).await?;
-    record(ctx, apply(&secrets, &build_connection_secret(db, &credentials), connection.as_ref()).await?.1);
+    record(
+        ctx,
+        apply(
+            &secrets,
+            &build_connection_secret(db, &credentials),
+            connection.as_ref(),
+        )
+        .await?
+        .1,
+    );
 
     let desired_set = build_statefulset(db, &ctx.settings.build, &template_storage);
     let (set, applied) = apply(&sets, &desired_set, observed_set.as_ref()).await?;
@@ -128,7 +192,10 @@ async fn reconcile_inner(db: &Database, ctx: &Context) -> Result<Action, Error> 
 
     let existing_budget = get_opt(&budgets, &db.name_any()).await?;
     match build_pdb(db) {
-        Some(budget) => record(ctx, apply(&budgets, &budget, existing_budget.as_ref()).await?.1),
+        Some(budget) => record(
+            ctx,
+            apply(&budgets, &budget, existing_budget.as_ref()).await?.1,
+        ),
         None if existing_budget.is_some() => {
             delete_if_present(&budgets, &db.name_any()).await?;
             ctx.metrics.wrote("delete");
@@ -138,16 +205,36 @@ async fn reconcile_inner(db: &Database, ctx: &Context) -> Result<Action, Error> 
 
     write_status(ctx, &databases, db, Some(&set), &facts, &now).await?;
     let running = status::compute(db, Some(&set), &facts, &now).phase == Phase::Running;
-    Ok(if running { Action::await_change() } else { Action::requeue(NOT_READY_REQUEUE) })
+    Ok(if running {
+        Action::await_change()
+    } else {
+        Action::requeue(NOT_READY_REQUEUE)
+    })
 }
 
-async fn delete(ctx: &Context, databases: &Api<Database>, db: &Database, namespace: &str, now: &Time) -> Result<Action, Error> {
+async fn delete(
+    ctx: &Context,
+    databases: &Api<Database>,
+    db: &Database,
+    namespace: &str,
+    now: &Time,
+) -> Result<Action, Error> {
     if !finalizer::has_finalizer(db) {
         return Ok(Action::await_change());
     }
-    let facts = Facts { terminating: true, ..Facts::default() };
+    let facts = Facts {
+        terminating: true,
+        ..Facts::default()
+    };
     if write_status(ctx, databases, db, None, &facts, now).await? {
-        publish(ctx, db, EventType::Normal, "Deleting", format!("deletion policy {:?}", db.spec.deletion_policy)).await;
+        publish(
+            ctx,
+            db,
+            EventType::Normal,
+            "Deleting",
+            format!("deletion policy {:?}", db.spec.deletion_policy),
+        )
+        .await;
     }
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), namespace);
     let deleted = finalizer::clean_up_data(&claims, db).await?;
@@ -160,27 +247,47 @@ async fn delete(ctx: &Context, databases: &Api<Database>, db: &Database, namespa
 }
 
 /// Reads the credentials Secret, creating it (once) when it does not exist.
-async fn ensure_credentials(ctx: &Context, secrets: &Api<Secret>, db: &Database) -> Result<Credentials, Error> {
+async fn ensure_credentials(
+    ctx: &Context,
+    secrets: &Api<Secret>,
+    db: &Database,
+) -> Result<Credentials, Error> {
     let name = credentials_secret_name(db);
     if let Some(existing) = get_opt(secrets, &name).await? {
         return Ok(Credentials::from_data(&existing.data.unwrap_or_default())?);
     }
     let credentials = Credentials::generate(db.spec.engine)?;
-    match secrets.create(&PostParams::default(), &build_credentials_secret(db, &credentials)).await {
+    match secrets
+        .create(
+            &PostParams::default(),
+            &build_credentials_secret(db, &credentials),
+        )
+        .await
+    {
         Ok(_) => {
             ctx.metrics.wrote("create");
             Ok(credentials)
         }
         // Another pass created it first: use that one, never overwrite it.
         Err(kube::Error::Api(status)) if status.code == 409 => {
-            let existing = get_opt(secrets, &name).await?.and_then(|s| s.data).unwrap_or_default();
+            let existing = get_opt(secrets, &name)
+                .await?
+                .and_then(|s| s.data)
+                .unwrap_or_default();
             Ok(Credentials::from_data(&existing)?)
         }
         Err(err) => Err(Error::CreateCredentials(err)),
     }
 }
 
-async fn write_status(ctx: &Context, api: &Api<Database>, db: &Database, set: Option<&StatefulSet>, facts: &Facts, now: &Time) -> Result<bool, Error> {
+async fn write_status(
+    ctx: &Context,
+    api: &Api<Database>,
+    db: &Database,
+    set: Option<&StatefulSet>,
+    facts: &Facts,
+    now: &Time,
+) -> Result<bool, Error> {
     let wrote = status::patch_if_changed(api, db, status::compute(db, set, facts, now)).await?;
     if wrote {
         ctx.metrics.wrote("status");
@@ -199,14 +306,39 @@ async fn announce(ctx: &Context, db: &Database, before: Option<&StatefulSet>, ap
     let replicas = |s: &StatefulSet| s.spec.as_ref().and_then(|s| s.replicas);
     match (applied, before) {
         (Applied::Created, _) => {
-            publish(ctx, db, EventType::Normal, "Created", format!("created StatefulSet {} with {} instance(s)", db.name_any(), db.spec.replicas)).await;
+            publish(
+                ctx,
+                db,
+                EventType::Normal,
+                "Created",
+                format!(
+                    "created StatefulSet {} with {} instance(s)",
+                    db.name_any(),
+                    db.spec.replicas
+                ),
+            )
+            .await;
         }
         (Applied::Updated, Some(old)) if replicas(old) != Some(db.spec.replicas) => {
             let from = replicas(old).unwrap_or(0);
-            publish(ctx, db, EventType::Normal, "Scaled", format!("scaled from {from} to {} instance(s)", db.spec.replicas)).await;
+            publish(
+                ctx,
+                db,
+                EventType::Normal,
+                "Scaled",
+                format!("scaled from {from} to {} instance(s)", db.spec.replicas),
+            )
+            .await;
         }
         (Applied::Updated, _) => {
-            publish(ctx, db, EventType::Normal, "Updated", format!("updated StatefulSet {}", db.name_any())).await;
+            publish(
+                ctx,
+                db,
+                EventType::Normal,
+                "Updated",
+                format!("updated StatefulSet {}", db.name_any()),
+            )
+            .await;
         }
         (Applied::Unchanged, _) => {}
     }
@@ -214,7 +346,13 @@ async fn announce(ctx: &Context, db: &Database, before: Option<&StatefulSet>, ap
 
 /// Publishes an event; a failure to record one never fails the reconcile.
 async fn publish(ctx: &Context, db: &Database, type_: EventType, reason: &str, note: String) {
-    let event = Event { type_, reason: reason.to_owned(), note: Some(note), action: "Reconcile".to_owned(), secondary: None };
+    let event = Event {
+        type_,
+        reason: reason.to_owned(),
+        note: Some(note),
+        action: "Reconcile".to_owned(),
+        secondary: None,
+    };
     match ctx.recorder.publish(&event, &db.object_ref(&())).await {
         Ok(()) => ctx.metrics.wrote("event"),
         Err(err) => tracing::debug!(error = %err, "could not publish event"),
@@ -222,7 +360,9 @@ async fn publish(ctx: &Context, db: &Database, type_: EventType, reason: &str, n
 }
 
 fn is_paused(db: &Database) -> bool {
-    db.annotations().get(PAUSED_ANNOTATION).is_some_and(|v| v == "true")
+    db.annotations()
+        .get(PAUSED_ANNOTATION)
+        .is_some_and(|v| v == "true")
 }
 
 /// The current time, whole seconds: the API server stores condition times that way, so

@@ -44,18 +44,26 @@ fn rollout(db: &Database, statefulset: Option<&StatefulSet>) -> Option<Rollout> 
     Some(Rollout {
         ready: status.and_then(|s| s.ready_replicas).unwrap_or(0),
         updated: status.and_then(|s| s.updated_replicas).unwrap_or(0),
-        current_generation: observed.is_some() && observed == set.metadata.generation && spec_replicas == desired_replicas,
+        current_generation: observed.is_some()
+            && observed == set.metadata.generation
+            && spec_replicas == desired_replicas,
     })
 }
 
 /// The status `db` should show, given the StatefulSet as last seen and `facts`.
-pub fn compute(db: &Database, statefulset: Option<&StatefulSet>, facts: &Facts, now: &Time) -> DatabaseStatus {
+pub fn compute(
+    db: &Database,
+    statefulset: Option<&StatefulSet>,
+    facts: &Facts,
+    now: &Time,
+) -> DatabaseStatus {
     let generation = db.metadata.generation;
     let previous = db.status.clone().unwrap_or_default();
     let desired = db.spec.replicas;
     let rollout = rollout(db, statefulset);
     let ready_replicas = rollout.map_or(0, |r| r.ready);
-    let complete = rollout.is_some_and(|r| r.current_generation && r.ready >= desired && r.updated >= desired);
+    let complete =
+        rollout.is_some_and(|r| r.current_generation && r.ready >= desired && r.updated >= desired);
 
     let (phase, message) = if facts.terminating {
         (Phase::Terminating, "deleting".to_owned())
@@ -66,15 +74,27 @@ pub fn compute(db: &Database, statefulset: Option<&StatefulSet>, facts: &Facts, 
     } else if rollout.is_none() {
         (Phase::Pending, "waiting for the StatefulSet".to_owned())
     } else if complete {
-        (Phase::Running, format!("{ready_replicas}/{desired} instances ready"))
+        (
+            Phase::Running,
+            format!("{ready_replicas}/{desired} instances ready"),
+        )
     } else {
-        (Phase::Creating, format!("{ready_replicas}/{desired} instances ready"))
+        (
+            Phase::Creating,
+            format!("{ready_replicas}/{desired} instances ready"),
+        )
     };
-    let phase = if facts.paused && !facts.terminating { previous.phase } else { phase };
+    let phase = if facts.paused && !facts.terminating {
+        previous.phase
+    } else {
+        phase
+    };
     let ready = phase == Phase::Running;
 
     let mut list = previous.conditions.clone();
-    let condition = |type_: &str, status: bool, reason: &str, message: &str| conditions::new(type_, status, reason, message, generation, now);
+    let condition = |type_: &str, status: bool, reason: &str, message: &str| {
+        conditions::new(type_, status, reason, message, generation, now)
+    };
     let ready_reason = match phase {
         Phase::Running => "AllReplicasReady",
         Phase::Failed if facts.invalid.is_some() => "InvalidSpec",
@@ -84,20 +104,45 @@ pub fn compute(db: &Database, statefulset: Option<&StatefulSet>, facts: &Facts, 
     };
     conditions::set(&mut list, condition(READY, ready, ready_reason, &message));
     let progressing = !ready && matches!(phase, Phase::Pending | Phase::Creating);
-    conditions::set(&mut list, condition(PROGRESSING, progressing, if progressing { "RollingOut" } else { "Idle" }, &message));
-    let degraded = facts.invalid.as_ref().map(|m| ("InvalidSpec", m.clone())).or_else(|| facts.degraded.clone());
+    conditions::set(
+        &mut list,
+        condition(
+            PROGRESSING,
+            progressing,
+            if progressing { "RollingOut" } else { "Idle" },
+            &message,
+        ),
+    );
+    let degraded = facts
+        .invalid
+        .as_ref()
+        .map(|m| ("InvalidSpec", m.clone()))
+        .or_else(|| facts.degraded.clone());
     match degraded {
-        Some((reason, message)) => conditions::set(&mut list, condition(DEGRADED, true, reason, &message)),
+        Some((reason, message)) => {
+            conditions::set(&mut list, condition(DEGRADED, true, reason, &message))
+        }
         None => conditions::set(&mut list, condition(DEGRADED, false, "AsExpected", "")),
     }
     let (reason, note) = if desired > 1 {
-        ("NotConfigured", "instances beyond the first are independent: the engine images do not replicate by themselves")
+        (
+            "NotConfigured",
+            "instances beyond the first are independent: the engine images do not replicate by themselves",
+        )
     } else {
         ("SingleInstance", "one instance: nothing to replicate")
     };
     conditions::set(&mut list, condition(REPLICATED, false, reason, note));
     if facts.paused {
-        conditions::set(&mut list, condition(PAUSED, true, "Paused", "reconciliation paused by the mycompany.io/paused annotation"));
+        conditions::set(
+            &mut list,
+            condition(
+                PAUSED,
+                true,
+                "Paused",
+                "reconciliation paused by the mycompany.io/paused annotation",
+            ),
+        );
     } else {
         conditions::set(&mut list, condition(PAUSED, false, "Reconciling", ""));
     }
@@ -115,14 +160,22 @@ pub fn compute(db: &Database, statefulset: Option<&StatefulSet>, facts: &Facts, 
 }
 
 /// Writes `status` unless it equals what the Database already shows.
-pub async fn patch_if_changed(api: &Api<Database>, db: &Database, status: DatabaseStatus) -> Result<bool, Error> {
+pub async fn patch_if_changed(
+    api: &Api<Database>,
+    db: &Database,
+    status: DatabaseStatus,
+) -> Result<bool, Error> {
     if db.status.as_ref() == Some(&status) {
         return Ok(false);
     }
     let body = json!({"apiVersion": "mycompany.io/v1", "kind": "Database", "status": status});
-    api.patch_status(&db.name_any(), &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&body))
-        .await
-        .map_err(Error::PatchStatus)?;
+    api.patch_status(
+        &db.name_any(),
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&body),
+    )
+    .await
+    .map_err(Error::PatchStatus)?;
     Ok(true)
 }
 
@@ -139,7 +192,10 @@ mod tests {
 
     fn set(replicas: i32, ready: i32, observed_generation: i64) -> StatefulSet {
         let mut set = StatefulSet {
-            spec: Some(StatefulSetSpec { replicas: Some(replicas), ..StatefulSetSpec::default() }),
+            spec: Some(StatefulSetSpec {
+                replicas: Some(replicas),
+                ..StatefulSetSpec::default()
+            }),
             status: Some(StatefulSetStatus {
                 replicas,
                 ready_replicas: Some(ready),
@@ -162,10 +218,19 @@ mod tests {
     fn all_replicas_ready_means_running_and_ready() {
         let db = database(Engine::Postgres, "16.4", 3);
         let status = compute(&db, Some(&set(3, 3, 1)), &Facts::default(), &now());
-        assert_eq!((status.phase, status.ready, status.replicas), (Phase::Running, true, 3));
-        assert_eq!(status_of(READY, &status), ("True".into(), "AllReplicasReady".into()));
+        assert_eq!(
+            (status.phase, status.ready, status.replicas),
+            (Phase::Running, true, 3)
+        );
+        assert_eq!(
+            status_of(READY, &status),
+            ("True".into(), "AllReplicasReady".into())
+        );
         assert_eq!(status_of(PROGRESSING, &status).0, "False");
-        assert_eq!(status.endpoint.as_deref(), Some("orders.shop.svc.cluster.local:5432"));
+        assert_eq!(
+            status.endpoint.as_deref(),
+            Some("orders.shop.svc.cluster.local:5432")
+        );
         assert_eq!(status.observed_generation, Some(1));
     }
 
@@ -173,8 +238,14 @@ mod tests {
     fn partly_ready_is_creating_and_progressing() {
         let db = database(Engine::Postgres, "16.4", 3);
         let status = compute(&db, Some(&set(3, 1, 1)), &Facts::default(), &now());
-        assert_eq!((status.phase, status.ready, status.replicas), (Phase::Creating, false, 1));
-        assert_eq!(status_of(PROGRESSING, &status), ("True".into(), "RollingOut".into()));
+        assert_eq!(
+            (status.phase, status.ready, status.replicas),
+            (Phase::Creating, false, 1)
+        );
+        assert_eq!(
+            status_of(PROGRESSING, &status),
+            ("True".into(), "RollingOut".into())
+        );
         assert_eq!(status.message.as_deref(), Some("1/3 instances ready"));
     }
 
@@ -188,26 +259,44 @@ mod tests {
     #[test]
     fn an_invalid_spec_fails_with_the_message_and_degrades() {
         let db = database(Engine::Mysql, "8.4", 1);
-        let facts = Facts { invalid: Some("spec.version: unsupported".into()), ..Facts::default() };
+        let facts = Facts {
+            invalid: Some("spec.version: unsupported".into()),
+            ..Facts::default()
+        };
         let status = compute(&db, None, &facts, &now());
         assert_eq!(status.phase, Phase::Failed);
         assert_eq!(status.message.as_deref(), Some("spec.version: unsupported"));
-        assert_eq!(status_of(DEGRADED, &status), ("True".into(), "InvalidSpec".into()));
-        assert_eq!(status_of(READY, &status), ("False".into(), "InvalidSpec".into()));
+        assert_eq!(
+            status_of(DEGRADED, &status),
+            ("True".into(), "InvalidSpec".into())
+        );
+        assert_eq!(
+            status_of(READY, &status),
+            ("False".into(), "InvalidSpec".into())
+        );
     }
 
     #[test]
     fn several_replicas_are_never_claimed_to_replicate() {
         let db = database(Engine::Postgres, "16.4", 2);
         let status = compute(&db, Some(&set(2, 2, 1)), &Facts::default(), &now());
-        assert_eq!(status_of(REPLICATED, &status), ("False".into(), "NotConfigured".into()));
+        assert_eq!(
+            status_of(REPLICATED, &status),
+            ("False".into(), "NotConfigured".into())
+        );
     }
 
     #[test]
     fn paused_keeps_the_phase_and_says_so() {
         let mut db = database(Engine::Postgres, "16.4", 1);
-        db.status = Some(DatabaseStatus { phase: Phase::Running, ..DatabaseStatus::default() });
-        let facts = Facts { paused: true, ..Facts::default() };
+        db.status = Some(DatabaseStatus {
+            phase: Phase::Running,
+            ..DatabaseStatus::default()
+        });
+        let facts = Facts {
+            paused: true,
+            ..Facts::default()
+        };
         let status = compute(&db, None, &facts, &now());
         assert_eq!(status.phase, Phase::Running);
         assert_eq!(status_of(PAUSED, &status), ("True".into(), "Paused".into()));
@@ -220,6 +309,9 @@ mod tests {
         db.status = Some(first.clone());
         let later = Time(k8s_openapi::jiff::Timestamp::from_second(1_700_000_500).expect("time"));
         let second = compute(&db, Some(&set(1, 1, 1)), &Facts::default(), &later);
-        assert_eq!(first, second, "an unchanged world must not produce a status write");
+        assert_eq!(
+            first, second,
+            "an unchanged world must not produce a status write"
+        );
     }
 }

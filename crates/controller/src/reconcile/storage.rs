@@ -3,8 +3,8 @@
 //! expansion), then delete the StatefulSet with orphan propagation so its Pods and
 //! claims stay, and let the next apply create it again with the larger template.
 
-use database_api::storage::parse_gi;
 use database_api::Database;
+use database_api::storage::parse_gi;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::api::storage::v1::StorageClass;
@@ -22,7 +22,11 @@ pub enum StoragePlan {
     /// Template and spec agree (or there is no StatefulSet yet).
     AsSpecified,
     /// The spec asks for a size the volumes cannot take; keep the template as it is.
-    Blocked { template: String, reason: &'static str, message: String },
+    Blocked {
+        template: String,
+        reason: &'static str,
+        message: String,
+    },
     /// The claims were resized and the StatefulSet orphan-deleted; wait for it to go.
     Recreating,
 }
@@ -30,21 +34,47 @@ pub enum StoragePlan {
 /// The size in the StatefulSet's data template, if it is a whole number of Gi.
 pub fn template_gi(set: &StatefulSet) -> Option<(u64, String)> {
     let templates = set.spec.as_ref()?.volume_claim_templates.as_ref()?;
-    let data = templates.iter().find(|t| t.metadata.name.as_deref() == Some(DATA_VOLUME))?;
-    let size = data.spec.as_ref()?.resources.as_ref()?.requests.as_ref()?.get("storage")?.0.clone();
+    let data = templates
+        .iter()
+        .find(|t| t.metadata.name.as_deref() == Some(DATA_VOLUME))?;
+    let size = data
+        .spec
+        .as_ref()?
+        .resources
+        .as_ref()?
+        .requests
+        .as_ref()?
+        .get("storage")?
+        .0
+        .clone();
     Some((parse_gi(&size)?, size))
 }
 
 /// Compares spec and template and, for growth, resizes the claims.
-pub async fn plan(client: &Client, db: &Database, set: Option<&StatefulSet>) -> Result<StoragePlan, Error> {
-    let (Some(set), Some(wanted)) = (set, parse_gi(&db.spec.storage)) else { return Ok(StoragePlan::AsSpecified) };
-    let Some((current, template)) = template_gi(set) else { return Ok(StoragePlan::AsSpecified) };
+pub async fn plan(
+    client: &Client,
+    db: &Database,
+    set: Option<&StatefulSet>,
+) -> Result<StoragePlan, Error> {
+    let (Some(set), Some(wanted)) = (set, parse_gi(&db.spec.storage)) else {
+        return Ok(StoragePlan::AsSpecified);
+    };
+    let Some((current, template)) = template_gi(set) else {
+        return Ok(StoragePlan::AsSpecified);
+    };
     if wanted == current {
         return Ok(StoragePlan::AsSpecified);
     }
     if wanted < current {
-        let message = format!("spec.storage {} is smaller than the volumes' {template}: volumes cannot shrink", db.spec.storage);
-        return Ok(StoragePlan::Blocked { template, reason: "StorageShrinkRefused", message });
+        let message = format!(
+            "spec.storage {} is smaller than the volumes' {template}: volumes cannot shrink",
+            db.spec.storage
+        );
+        return Ok(StoragePlan::Blocked {
+            template,
+            reason: "StorageShrinkRefused",
+            message,
+        });
     }
     let namespace = db.namespace().ok_or(Error::MissingNamespace)?;
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &namespace);
@@ -52,10 +82,22 @@ pub async fn plan(client: &Client, db: &Database, set: Option<&StatefulSet>) -> 
     let list = claims
         .list(&ListParams::default().labels(&selector_string(db)))
         .await
-        .map_err(|source| Error::Observe { kind: "PersistentVolumeClaim".into(), name: prefix.clone(), source })?;
-    let owned: Vec<&PersistentVolumeClaim> = list.items.iter().filter(|c| c.name_any().starts_with(&prefix)).collect();
+        .map_err(|source| Error::Observe {
+            kind: "PersistentVolumeClaim".into(),
+            name: prefix.clone(),
+            source,
+        })?;
+    let owned: Vec<&PersistentVolumeClaim> = list
+        .items
+        .iter()
+        .filter(|c| c.name_any().starts_with(&prefix))
+        .collect();
     if let Some(message) = expansion_refused(client, &owned).await? {
-        return Ok(StoragePlan::Blocked { template, reason: "ExpansionNotSupported", message });
+        return Ok(StoragePlan::Blocked {
+            template,
+            reason: "ExpansionNotSupported",
+            message,
+        });
     }
     let body = json!({"spec": {"resources": {"requests": {"storage": db.spec.storage}}}});
     for claim in owned {
@@ -66,27 +108,53 @@ pub async fn plan(client: &Client, db: &Database, set: Option<&StatefulSet>) -> 
             .map_err(|source| Error::ResizeClaim { name, source })?;
     }
     let sets: Api<StatefulSet> = Api::namespaced(client.clone(), &namespace);
-    let orphan = DeleteParams { propagation_policy: Some(PropagationPolicy::Orphan), ..DeleteParams::default() };
+    let orphan = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Orphan),
+        ..DeleteParams::default()
+    };
     match sets.delete(&set.name_any(), &orphan).await {
         Ok(_) => Ok(StoragePlan::Recreating),
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(StoragePlan::Recreating),
-        Err(source) => Err(Error::Delete { kind: "StatefulSet".into(), name: set.name_any(), source }),
+        Err(source) => Err(Error::Delete {
+            kind: "StatefulSet".into(),
+            name: set.name_any(),
+            source,
+        }),
     }
 }
 
 /// Why the claims cannot grow, if their StorageClass does not allow expansion.
-async fn expansion_refused(client: &Client, claims: &[&PersistentVolumeClaim]) -> Result<Option<String>, Error> {
+async fn expansion_refused(
+    client: &Client,
+    claims: &[&PersistentVolumeClaim],
+) -> Result<Option<String>, Error> {
     let classes: Api<StorageClass> = Api::all(client.clone());
     for claim in claims {
-        let Some(class_name) = claim.spec.as_ref().and_then(|s| s.storage_class_name.clone()) else {
-            return Ok(Some(format!("claim {} has no StorageClass, so it cannot be expanded", claim.name_any())));
+        let Some(class_name) = claim
+            .spec
+            .as_ref()
+            .and_then(|s| s.storage_class_name.clone())
+        else {
+            return Ok(Some(format!(
+                "claim {} has no StorageClass, so it cannot be expanded",
+                claim.name_any()
+            )));
         };
         let class = classes
             .get_opt(&class_name)
             .await
-            .map_err(|source| Error::Observe { kind: "StorageClass".into(), name: class_name.clone(), source })?;
-        if !class.and_then(|c| c.allow_volume_expansion).unwrap_or(false) {
-            return Ok(Some(format!("StorageClass {class_name} does not allow volume expansion; the volumes keep their size")));
+            .map_err(|source| Error::Observe {
+                kind: "StorageClass".into(),
+                name: class_name.clone(),
+                source,
+            })?;
+        if !class
+            .and_then(|c| c.allow_volume_expansion)
+            .unwrap_or(false)
+        {
+            return Ok(Some(format!(
+                "StorageClass {class_name} does not allow volume expansion; the volumes keep their size"
+            )));
         }
     }
     Ok(None)
@@ -95,14 +163,18 @@ async fn expansion_refused(client: &Client, claims: &[&PersistentVolumeClaim]) -
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::resources::BuildConfig;
     use crate::resources::fixtures::database;
     use crate::resources::statefulset::build_statefulset;
-    use crate::resources::BuildConfig;
     use database_api::Engine;
 
     #[test]
     fn the_template_size_is_read_back_from_a_built_statefulset() {
-        let set = build_statefulset(&database(Engine::Postgres, "16", 1), &BuildConfig::default(), "42Gi");
+        let set = build_statefulset(
+            &database(Engine::Postgres, "16", 1),
+            &BuildConfig::default(),
+            "42Gi",
+        );
         assert_eq!(template_gi(&set), Some((42, "42Gi".to_owned())));
     }
 }

@@ -139,14 +139,24 @@ mod tests {
     #[test]
     fn credentials_round_trip_through_secret_data() {
         let creds = Credentials::generate(Engine::Mysql).expect("random");
-        assert_eq!(Credentials::from_data(&creds.to_data()).expect("complete"), creds);
+        assert_eq!(
+            Credentials::from_data(&creds.to_data()).expect("complete"),
+            creds
+        );
     }
 
     #[test]
     fn a_secret_missing_the_password_is_reported_by_key() {
-        let mut data = Credentials::generate(Engine::Postgres).expect("random").to_data();
+        let mut data = Credentials::generate(Engine::Postgres)
+            .expect("random")
+            .to_data();
         data.remove(PASSWORD_KEY);
-        assert_eq!(Credentials::from_data(&data).expect_err("incomplete").to_string(), "credentials Secret has no valid `password` key");
+        assert_eq!(
+            Credentials::from_data(&data)
+                .expect_err("incomplete")
+                .to_string(),
+            "credentials Secret has no valid `password` key"
+        );
     }
 
     #[test]
@@ -154,6 +164,9 @@ mod tests {
         let creds = Credentials::generate(Engine::Mysql).expect("random");
         let shown = format!("{creds:?}");
         assert!(!shown.contains(&creds.password), "{shown}");
-        assert!(!shown.contains(creds.root_password.as_deref().unwrap_or("-")), "{shown}");
+        assert!(
+            !shown.contains(creds.root_password.as_deref().unwrap_or("-")),
+            "{shown}"
+        );
     }
 }

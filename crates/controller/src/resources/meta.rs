@@ -20,14 +20,24 @@ pub fn selector_labels(db: &Database) -> BTreeMap<String, String> {
 pub fn labels(db: &Database) -> BTreeMap<String, String> {
     let mut all = selector_labels(db);
     all.insert(labels::VERSION.to_owned(), label_value(&db.spec.version));
-    all.insert(labels::COMPONENT.to_owned(), labels::COMPONENT_VALUE.to_owned());
-    all.insert(labels::MANAGED_BY.to_owned(), labels::MANAGED_BY_VALUE.to_owned());
+    all.insert(
+        labels::COMPONENT.to_owned(),
+        labels::COMPONENT_VALUE.to_owned(),
+    );
+    all.insert(
+        labels::MANAGED_BY.to_owned(),
+        labels::MANAGED_BY_VALUE.to_owned(),
+    );
     all
 }
 
 /// The selector as a string, for `status.selector` (the scale subresource reads it).
 pub fn selector_string(db: &Database) -> String {
-    selector_labels(db).iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",")
+    selector_labels(db)
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// Metadata for an owned object named `name`: namespace, labels and a controller owner
@@ -63,10 +73,18 @@ pub fn connection_secret_name(db: &Database) -> String {
 fn label_value(text: &str) -> String {
     let cleaned: String = text
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
         .take(63)
         .collect();
-    cleaned.trim_matches(|c: char| !c.is_ascii_alphanumeric()).to_owned()
+    cleaned
+        .trim_matches(|c: char| !c.is_ascii_alphanumeric())
+        .to_owned()
 }
 
 #[cfg(test)]
@@ -85,7 +103,10 @@ mod tests {
         assert_eq!(labels["app.kubernetes.io/version"], "16.4");
         assert_eq!(labels["app.kubernetes.io/managed-by"], "database-operator");
         let owner = &meta.owner_references.expect("owner")[0];
-        assert_eq!((owner.kind.as_str(), owner.name.as_str()), ("Database", "orders"));
+        assert_eq!(
+            (owner.kind.as_str(), owner.name.as_str()),
+            ("Database", "orders")
+        );
         assert_eq!(owner.controller, Some(true));
         assert_eq!(meta.namespace.as_deref(), Some("shop"));
     }
@@ -93,7 +114,10 @@ mod tests {
     #[test]
     fn selector_string_lists_the_selector_labels() {
         let db = database(Engine::Mysql, "8.4", 1);
-        assert_eq!(selector_string(&db), "app.kubernetes.io/instance=orders,app.kubernetes.io/name=mysql");
+        assert_eq!(
+            selector_string(&db),
+            "app.kubernetes.io/instance=orders,app.kubernetes.io/name=mysql"
+        );
     }
 
     #[test]

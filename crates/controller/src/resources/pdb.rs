@@ -16,7 +16,10 @@ pub fn build_pdb(db: &Database) -> Option<PodDisruptionBudget> {
         metadata: object_meta(db, db.name_any()),
         spec: Some(PodDisruptionBudgetSpec {
             max_unavailable: Some(IntOrString::Int(1)),
-            selector: Some(LabelSelector { match_labels: Some(selector_labels(db)), ..LabelSelector::default() }),
+            selector: Some(LabelSelector {
+                match_labels: Some(selector_labels(db)),
+                ..LabelSelector::default()
+            }),
             ..PodDisruptionBudgetSpec::default()
         }),
         ..PodDisruptionBudget::default()
@@ -39,6 +42,9 @@ mod tests {
         let pdb = build_pdb(&database(Engine::Postgres, "16", 3)).expect("budget");
         let spec = pdb.spec.expect("spec");
         assert_eq!(spec.max_unavailable, Some(IntOrString::Int(1)));
-        assert_eq!(spec.selector.and_then(|s| s.match_labels).expect("labels")["app.kubernetes.io/name"], "postgres");
+        assert_eq!(
+            spec.selector.and_then(|s| s.match_labels).expect("labels")["app.kubernetes.io/name"],
+            "postgres"
+        );
     }
 }

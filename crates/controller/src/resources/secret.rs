@@ -22,7 +22,11 @@ pub fn build_credentials_secret(db: &Database, credentials: &Credentials) -> Sec
 
 /// The in-cluster host name of a Database's Service.
 pub fn host(db: &Database) -> String {
-    format!("{}.{}.svc.cluster.local", db.name_any(), db.namespace().unwrap_or_default())
+    format!(
+        "{}.{}.svc.cluster.local",
+        db.name_any(),
+        db.namespace().unwrap_or_default()
+    )
 }
 
 /// `host:port`, as shown in `status.endpoint`.
@@ -36,7 +40,13 @@ pub fn build_connection_secret(db: &Database, credentials: &Credentials) -> Secr
     let host = host(db);
     let uri = format!(
         "{}://{}:{}@{}:{}/{}{}",
-        engine.scheme, credentials.username, credentials.password, host, engine.port, credentials.database, engine.uri_query
+        engine.scheme,
+        credentials.username,
+        credentials.password,
+        host,
+        engine.port,
+        credentials.database,
+        engine.uri_query
     );
     let data = [
         ("host", host.clone()),
@@ -69,7 +79,12 @@ mod tests {
     }
 
     fn credentials() -> Credentials {
-        Credentials { username: "app".into(), password: "s3cret".into(), database: "app".into(), root_password: None }
+        Credentials {
+            username: "app".into(),
+            password: "s3cret".into(),
+            database: "app".into(),
+            root_password: None,
+        }
     }
 
     #[test]
@@ -82,14 +97,20 @@ mod tests {
         assert_eq!(text(&secret, "username"), "app");
         assert_eq!(text(&secret, "password"), "s3cret");
         assert_eq!(text(&secret, "database"), "app");
-        assert_eq!(text(&secret, "uri"), "postgresql://app:s3cret@orders.shop.svc.cluster.local:5432/app");
+        assert_eq!(
+            text(&secret, "uri"),
+            "postgresql://app:s3cret@orders.shop.svc.cluster.local:5432/app"
+        );
     }
 
     #[test]
     fn mongodb_uri_authenticates_against_admin() {
         let db = database(Engine::Mongodb, "7.0", 1);
         let uri = text(&build_connection_secret(&db, &credentials()), "uri");
-        assert_eq!(uri, "mongodb://app:s3cret@orders.shop.svc.cluster.local:27017/app?authSource=admin");
+        assert_eq!(
+            uri,
+            "mongodb://app:s3cret@orders.shop.svc.cluster.local:27017/app?authSource=admin"
+        );
     }
 
     #[test]
@@ -103,6 +124,9 @@ mod tests {
 
     #[test]
     fn endpoint_is_the_service_host_and_engine_port() {
-        assert_eq!(endpoint(&database(Engine::Mysql, "8.4", 1)), "orders.shop.svc.cluster.local:3306");
+        assert_eq!(
+            endpoint(&database(Engine::Mysql, "8.4", 1)),
+            "orders.shop.svc.cluster.local:3306"
+        );
     }
 }

@@ -44,6 +44,9 @@ mod tests {
         assert_eq!(spec.publish_not_ready_addresses, Some(true));
         let port = &spec.ports.expect("ports")[0];
         assert_eq!((port.name.as_deref(), port.port), (Some("mongodb"), 27017));
-        assert_eq!(spec.selector.expect("selector")["app.kubernetes.io/instance"], "orders");
+        assert_eq!(
+            spec.selector.expect("selector")["app.kubernetes.io/instance"],
+            "orders"
+        );
     }
 }

@@ -31,21 +31,33 @@ pub const CONTAINER: &str = "database";
 /// The StatefulSet for `db`. `template_storage` is the size written into the
 /// volumeClaimTemplate: the spec's size, except while a volume expansion is pending,
 /// because a StatefulSet's templates cannot change in place.
-pub fn build_statefulset(db: &Database, config: &BuildConfig, template_storage: &str) -> StatefulSet {
+pub fn build_statefulset(
+    db: &Database,
+    config: &BuildConfig,
+    template_storage: &str,
+) -> StatefulSet {
     let engine = profile(db.spec.engine);
     StatefulSet {
         metadata: object_meta(db, db.name_any()),
         spec: Some(StatefulSetSpec {
             replicas: Some(db.spec.replicas),
             service_name: Some(db.name_any()),
-            selector: LabelSelector { match_labels: Some(selector_labels(db)), ..LabelSelector::default() },
-            persistent_volume_claim_retention_policy: Some(StatefulSetPersistentVolumeClaimRetentionPolicy {
-                when_deleted: Some(retention(db.spec.deletion_policy)),
-                // Scaling down never loses data; scaling back up reuses the claim.
-                when_scaled: Some("Retain".to_owned()),
-            }),
+            selector: LabelSelector {
+                match_labels: Some(selector_labels(db)),
+                ..LabelSelector::default()
+            },
+            persistent_volume_claim_retention_policy: Some(
+                StatefulSetPersistentVolumeClaimRetentionPolicy {
+                    when_deleted: Some(retention(db.spec.deletion_policy)),
+                    // Scaling down never loses data; scaling back up reuses the claim.
+                    when_scaled: Some("Retain".to_owned()),
+                },
+            ),
             template: PodTemplateSpec {
-                metadata: Some(ObjectMeta { labels: Some(labels(db)), ..ObjectMeta::default() }),
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels(db)),
+                    ..ObjectMeta::default()
+                }),
                 spec: Some(pod_spec(db, engine, config)),
             },
             volume_claim_templates: Some(vec![PersistentVolumeClaim {
@@ -57,7 +69,10 @@ pub fn build_statefulset(db: &Database, config: &BuildConfig, template_storage: 
                 spec: Some(PersistentVolumeClaimSpec {
                     access_modes: Some(vec!["ReadWriteOnce".to_owned()]),
                     resources: Some(VolumeResourceRequirements {
-                        requests: Some(BTreeMap::from([("storage".to_owned(), Quantity(template_storage.to_owned()))])),
+                        requests: Some(BTreeMap::from([(
+                            "storage".to_owned(),
+                            Quantity(template_storage.to_owned()),
+                        )])),
                         ..VolumeResourceRequirements::default()
                     }),
                     ..PersistentVolumeClaimSpec::default()
@@ -80,16 +95,32 @@ fn retention(policy: DeletionPolicy) -> String {
 
 fn pod_spec(db: &Database, engine: &EngineProfile, config: &BuildConfig) -> PodSpec {
     let layout = data_layout(db.spec.engine, &db.spec.version);
-    let mut mounts = vec![VolumeMount { name: DATA_VOLUME.to_owned(), mount_path: layout.mount_path.to_owned(), ..VolumeMount::default() }];
+    let mut mounts = vec![VolumeMount {
+        name: DATA_VOLUME.to_owned(),
+        mount_path: layout.mount_path.to_owned(),
+        ..VolumeMount::default()
+    }];
     let mut volumes = Vec::new();
     for (index, dir) in engine.scratch_dirs.iter().enumerate() {
         let name = format!("scratch-{index}");
-        mounts.push(VolumeMount { name: name.clone(), mount_path: (*dir).to_owned(), ..VolumeMount::default() });
-        volumes.push(Volume { name, empty_dir: Some(EmptyDirVolumeSource::default()), ..Volume::default() });
+        mounts.push(VolumeMount {
+            name: name.clone(),
+            mount_path: (*dir).to_owned(),
+            ..VolumeMount::default()
+        });
+        volumes.push(Volume {
+            name,
+            empty_dir: Some(EmptyDirVolumeSource::default()),
+            ..Volume::default()
+        });
     }
     let mut env = credential_env(db, engine);
     if let Some((name, value)) = layout.env {
-        env.push(EnvVar { name: name.to_owned(), value: Some(value.to_owned()), ..EnvVar::default() });
+        env.push(EnvVar {
+            name: name.to_owned(),
+            value: Some(value.to_owned()),
+            ..EnvVar::default()
+        });
     }
     let port = IntOrString::String(engine.port_name.to_owned());
     PodSpec {
@@ -103,13 +134,20 @@ fn pod_spec(db: &Database, engine: &EngineProfile, config: &BuildConfig) -> PodS
             run_as_group: Some(engine.uid),
             fs_group: Some(engine.uid),
             fs_group_change_policy: Some("OnRootMismatch".to_owned()),
-            seccomp_profile: Some(SeccompProfile { type_: "RuntimeDefault".to_owned(), ..SeccompProfile::default() }),
+            seccomp_profile: Some(SeccompProfile {
+                type_: "RuntimeDefault".to_owned(),
+                ..SeccompProfile::default()
+            }),
             ..PodSecurityContext::default()
         }),
         affinity: spread_across_nodes(db),
         containers: vec![Container {
             name: CONTAINER.to_owned(),
-            image: Some(image(db.spec.engine, &db.spec.version, config.image_registry.as_deref())),
+            image: Some(image(
+                db.spec.engine,
+                &db.spec.version,
+                config.image_registry.as_deref(),
+            )),
             image_pull_policy: Some("IfNotPresent".to_owned()),
             ports: Some(vec![ContainerPort {
                 name: Some(engine.port_name.to_owned()),
@@ -120,7 +158,15 @@ fn pod_spec(db: &Database, engine: &EngineProfile, config: &BuildConfig) -> PodS
             env: Some(env),
             volume_mounts: Some(mounts),
             readiness_probe: Some(Probe {
-                exec: Some(ExecAction { command: Some(engine.readiness_command.iter().map(|s| (*s).to_owned()).collect()) }),
+                exec: Some(ExecAction {
+                    command: Some(
+                        engine
+                            .readiness_command
+                            .iter()
+                            .map(|s| (*s).to_owned())
+                            .collect(),
+                    ),
+                }),
                 initial_delay_seconds: Some(5),
                 period_seconds: Some(10),
                 timeout_seconds: Some(5),
@@ -130,7 +176,10 @@ fn pod_spec(db: &Database, engine: &EngineProfile, config: &BuildConfig) -> PodS
             // Liveness only asks whether the server accepts connections: a slow query
             // must not get the database killed.
             liveness_probe: Some(Probe {
-                tcp_socket: Some(TCPSocketAction { port: port.clone(), ..TCPSocketAction::default() }),
+                tcp_socket: Some(TCPSocketAction {
+                    port: port.clone(),
+                    ..TCPSocketAction::default()
+                }),
                 initial_delay_seconds: Some(30),
                 period_seconds: Some(10),
                 timeout_seconds: Some(5),
@@ -138,7 +187,10 @@ fn pod_spec(db: &Database, engine: &EngineProfile, config: &BuildConfig) -> PodS
                 ..Probe::default()
             }),
             startup_probe: Some(Probe {
-                tcp_socket: Some(TCPSocketAction { port, ..TCPSocketAction::default() }),
+                tcp_socket: Some(TCPSocketAction {
+                    port,
+                    ..TCPSocketAction::default()
+                }),
                 period_seconds: Some(5),
                 failure_threshold: Some(60),
                 ..Probe::default()
@@ -150,7 +202,10 @@ fn pod_spec(db: &Database, engine: &EngineProfile, config: &BuildConfig) -> PodS
                 ])),
                 // Memory is limited so one database cannot starve a node; CPU is not,
                 // so a busy database is never throttled while the node is idle.
-                limits: Some(BTreeMap::from([("memory".to_owned(), Quantity("1Gi".to_owned()))])),
+                limits: Some(BTreeMap::from([(
+                    "memory".to_owned(),
+                    Quantity("1Gi".to_owned()),
+                )])),
                 ..ResourceRequirements::default()
             }),
             security_context: Some(SecurityContext {
@@ -158,8 +213,14 @@ fn pod_spec(db: &Database, engine: &EngineProfile, config: &BuildConfig) -> PodS
                 privileged: Some(false),
                 read_only_root_filesystem: Some(true),
                 run_as_non_root: Some(true),
-                capabilities: Some(Capabilities { drop: Some(vec!["ALL".to_owned()]), ..Capabilities::default() }),
-                seccomp_profile: Some(SeccompProfile { type_: "RuntimeDefault".to_owned(), ..SeccompProfile::default() }),
+                capabilities: Some(Capabilities {
+                    drop: Some(vec!["ALL".to_owned()]),
+                    ..Capabilities::default()
+                }),
+                seccomp_profile: Some(SeccompProfile {
+                    type_: "RuntimeDefault".to_owned(),
+                    ..SeccompProfile::default()
+                }),
                 ..SecurityContext::default()
             }),
             ..Container::default()
@@ -175,7 +236,11 @@ fn credential_env(db: &Database, engine: &EngineProfile) -> Vec<EnvVar> {
     let from_secret = |name: &str, key: &str| EnvVar {
         name: name.to_owned(),
         value_from: Some(EnvVarSource {
-            secret_key_ref: Some(SecretKeySelector { name: secret.clone(), key: key.to_owned(), optional: Some(false) }),
+            secret_key_ref: Some(SecretKeySelector {
+                name: secret.clone(),
+                key: key.to_owned(),
+                optional: Some(false),
+            }),
             ..EnvVarSource::default()
         }),
         ..EnvVar::default()
@@ -196,14 +261,19 @@ fn credential_env(db: &Database, engine: &EngineProfile) -> Vec<EnvVar> {
 fn spread_across_nodes(db: &Database) -> Option<Affinity> {
     (db.spec.replicas > 1).then(|| Affinity {
         pod_anti_affinity: Some(PodAntiAffinity {
-            preferred_during_scheduling_ignored_during_execution: Some(vec![WeightedPodAffinityTerm {
-                weight: 100,
-                pod_affinity_term: PodAffinityTerm {
-                    topology_key: "kubernetes.io/hostname".to_owned(),
-                    label_selector: Some(LabelSelector { match_labels: Some(selector_labels(db)), ..LabelSelector::default() }),
-                    ..PodAffinityTerm::default()
+            preferred_during_scheduling_ignored_during_execution: Some(vec![
+                WeightedPodAffinityTerm {
+                    weight: 100,
+                    pod_affinity_term: PodAffinityTerm {
+                        topology_key: "kubernetes.io/hostname".to_owned(),
+                        label_selector: Some(LabelSelector {
+                            match_labels: Some(selector_labels(db)),
+                            ..LabelSelector::default()
+                        }),
+                        ..PodAffinityTerm::default()
+                    },
                 },
-            }]),
+            ]),
             ..PodAntiAffinity::default()
         }),
         ..Affinity::default()
@@ -217,63 +287,145 @@ mod tests {
     use database_api::Engine;
 
     fn container(set: &StatefulSet) -> &Container {
-        &set.spec.as_ref().expect("spec").template.spec.as_ref().expect("pod").containers[0]
+        &set.spec
+            .as_ref()
+            .expect("spec")
+            .template
+            .spec
+            .as_ref()
+            .expect("pod")
+            .containers[0]
     }
 
     fn mount_path(set: &StatefulSet, volume: &str) -> Option<String> {
-        container(set).volume_mounts.as_ref()?.iter().find(|m| m.name == volume).map(|m| m.mount_path.clone())
+        container(set)
+            .volume_mounts
+            .as_ref()?
+            .iter()
+            .find(|m| m.name == volume)
+            .map(|m| m.mount_path.clone())
     }
 
     fn env(set: &StatefulSet, name: &str) -> Option<EnvVar> {
-        container(set).env.as_ref()?.iter().find(|e| e.name == name).cloned()
+        container(set)
+            .env
+            .as_ref()?
+            .iter()
+            .find(|e| e.name == name)
+            .cloned()
     }
 
     #[test]
     fn postgres_16_mounts_data_with_pgdata_in_a_subfolder() {
-        let set = build_statefulset(&database(Engine::Postgres, "16.4", 1), &BuildConfig::default(), "10Gi");
+        let set = build_statefulset(
+            &database(Engine::Postgres, "16.4", 1),
+            &BuildConfig::default(),
+            "10Gi",
+        );
         assert_eq!(container(&set).image.as_deref(), Some("postgres:16.4"));
-        assert_eq!(mount_path(&set, DATA_VOLUME).as_deref(), Some("/var/lib/postgresql/data"));
-        assert_eq!(env(&set, "PGDATA").and_then(|e| e.value).as_deref(), Some("/var/lib/postgresql/data/pgdata"));
+        assert_eq!(
+            mount_path(&set, DATA_VOLUME).as_deref(),
+            Some("/var/lib/postgresql/data")
+        );
+        assert_eq!(
+            env(&set, "PGDATA").and_then(|e| e.value).as_deref(),
+            Some("/var/lib/postgresql/data/pgdata")
+        );
     }
 
     #[test]
     fn postgres_18_mounts_the_new_data_root() {
-        let set = build_statefulset(&database(Engine::Postgres, "18.1", 1), &BuildConfig::default(), "10Gi");
-        assert_eq!(mount_path(&set, DATA_VOLUME).as_deref(), Some("/var/lib/postgresql"));
+        let set = build_statefulset(
+            &database(Engine::Postgres, "18.1", 1),
+            &BuildConfig::default(),
+            "10Gi",
+        );
+        assert_eq!(
+            mount_path(&set, DATA_VOLUME).as_deref(),
+            Some("/var/lib/postgresql")
+        );
         assert!(env(&set, "PGDATA").is_none());
     }
 
     #[test]
     fn credentials_come_from_the_secret_under_the_images_variable_names() {
-        let set = build_statefulset(&database(Engine::Mysql, "8.4", 1), &BuildConfig::default(), "10Gi");
-        for (name, key) in [("MYSQL_USER", "username"), ("MYSQL_PASSWORD", "password"), ("MYSQL_DATABASE", "database"), ("MYSQL_ROOT_PASSWORD", "root-password")] {
+        let set = build_statefulset(
+            &database(Engine::Mysql, "8.4", 1),
+            &BuildConfig::default(),
+            "10Gi",
+        );
+        for (name, key) in [
+            ("MYSQL_USER", "username"),
+            ("MYSQL_PASSWORD", "password"),
+            ("MYSQL_DATABASE", "database"),
+            ("MYSQL_ROOT_PASSWORD", "root-password"),
+        ] {
             let var = env(&set, name).unwrap_or_else(|| panic!("{name} missing"));
-            let selector = var.value_from.and_then(|v| v.secret_key_ref).expect("from a Secret");
-            assert_eq!((selector.name.as_str(), selector.key.as_str()), ("orders-credentials", key));
+            let selector = var
+                .value_from
+                .and_then(|v| v.secret_key_ref)
+                .expect("from a Secret");
+            assert_eq!(
+                (selector.name.as_str(), selector.key.as_str()),
+                ("orders-credentials", key)
+            );
             assert!(var.value.is_none(), "{name} must not be inlined");
         }
     }
 
     #[test]
     fn volume_claim_template_is_sized_from_the_given_storage() {
-        let set = build_statefulset(&database(Engine::Mongodb, "7.0", 1), &BuildConfig::default(), "25Gi");
-        let template = &set.spec.expect("spec").volume_claim_templates.expect("templates")[0];
-        let requests = template.spec.as_ref().and_then(|s| s.resources.as_ref()).and_then(|r| r.requests.as_ref()).expect("requests");
+        let set = build_statefulset(
+            &database(Engine::Mongodb, "7.0", 1),
+            &BuildConfig::default(),
+            "25Gi",
+        );
+        let template = &set
+            .spec
+            .expect("spec")
+            .volume_claim_templates
+            .expect("templates")[0];
+        let requests = template
+            .spec
+            .as_ref()
+            .and_then(|s| s.resources.as_ref())
+            .and_then(|r| r.requests.as_ref())
+            .expect("requests");
         assert_eq!(requests["storage"], Quantity("25Gi".into()));
         assert_eq!(template.metadata.name.as_deref(), Some("data"));
     }
 
     #[test]
     fn pods_run_as_the_images_non_root_user_with_nothing_extra_allowed() {
-        let set = build_statefulset(&database(Engine::Postgres, "16.4", 1), &BuildConfig::default(), "10Gi");
-        let pod = set.spec.as_ref().and_then(|s| s.template.spec.as_ref()).expect("pod");
+        let set = build_statefulset(
+            &database(Engine::Postgres, "16.4", 1),
+            &BuildConfig::default(),
+            "10Gi",
+        );
+        let pod = set
+            .spec
+            .as_ref()
+            .and_then(|s| s.template.spec.as_ref())
+            .expect("pod");
         let pod_sc = pod.security_context.as_ref().expect("pod security context");
-        assert_eq!((pod_sc.run_as_user, pod_sc.fs_group, pod_sc.run_as_non_root), (Some(999), Some(999), Some(true)));
-        assert_eq!(pod_sc.seccomp_profile.as_ref().map(|p| p.type_.as_str()), Some("RuntimeDefault"));
-        let sc = container(&set).security_context.as_ref().expect("container security context");
+        assert_eq!(
+            (pod_sc.run_as_user, pod_sc.fs_group, pod_sc.run_as_non_root),
+            (Some(999), Some(999), Some(true))
+        );
+        assert_eq!(
+            pod_sc.seccomp_profile.as_ref().map(|p| p.type_.as_str()),
+            Some("RuntimeDefault")
+        );
+        let sc = container(&set)
+            .security_context
+            .as_ref()
+            .expect("container security context");
         assert_eq!(sc.allow_privilege_escalation, Some(false));
         assert_eq!(sc.read_only_root_filesystem, Some(true));
-        assert_eq!(sc.capabilities.as_ref().and_then(|c| c.drop.clone()), Some(vec!["ALL".to_owned()]));
+        assert_eq!(
+            sc.capabilities.as_ref().and_then(|c| c.drop.clone()),
+            Some(vec!["ALL".to_owned()])
+        );
         assert_eq!(pod.automount_service_account_token, Some(false));
     }
 
@@ -281,7 +433,10 @@ mod tests {
     fn the_deletion_policy_sets_the_claim_retention_policy() {
         let mut db = database(Engine::Postgres, "16.4", 1);
         let policy = |db: &Database| {
-            build_statefulset(db, &BuildConfig::default(), "10Gi").spec.and_then(|s| s.persistent_volume_claim_retention_policy).expect("policy")
+            build_statefulset(db, &BuildConfig::default(), "10Gi")
+                .spec
+                .and_then(|s| s.persistent_volume_claim_retention_policy)
+                .expect("policy")
         };
         assert_eq!(policy(&db).when_deleted.as_deref(), Some("Retain"));
         db.spec.deletion_policy = DeletionPolicy::Delete;
@@ -291,19 +446,48 @@ mod tests {
 
     #[test]
     fn anti_affinity_appears_only_with_several_replicas() {
-        let single = build_statefulset(&database(Engine::Mysql, "8.4", 1), &BuildConfig::default(), "10Gi");
-        assert!(single.spec.and_then(|s| s.template.spec).and_then(|p| p.affinity).is_none());
-        let three = build_statefulset(&database(Engine::Mysql, "8.4", 3), &BuildConfig::default(), "10Gi");
+        let single = build_statefulset(
+            &database(Engine::Mysql, "8.4", 1),
+            &BuildConfig::default(),
+            "10Gi",
+        );
+        assert!(
+            single
+                .spec
+                .and_then(|s| s.template.spec)
+                .and_then(|p| p.affinity)
+                .is_none()
+        );
+        let three = build_statefulset(
+            &database(Engine::Mysql, "8.4", 3),
+            &BuildConfig::default(),
+            "10Gi",
+        );
         let spec = three.spec.expect("spec");
         assert_eq!(spec.replicas, Some(3));
-        let affinity = spec.template.spec.and_then(|p| p.affinity).and_then(|a| a.pod_anti_affinity).expect("anti-affinity");
-        assert!(affinity.required_during_scheduling_ignored_during_execution.is_none(), "must stay soft");
+        let affinity = spec
+            .template
+            .spec
+            .and_then(|p| p.affinity)
+            .and_then(|a| a.pod_anti_affinity)
+            .expect("anti-affinity");
+        assert!(
+            affinity
+                .required_during_scheduling_ignored_during_execution
+                .is_none(),
+            "must stay soft"
+        );
     }
 
     #[test]
     fn a_mirror_registry_is_used_for_the_image() {
-        let config = BuildConfig { image_registry: Some("mirror.local/library".into()) };
+        let config = BuildConfig {
+            image_registry: Some("mirror.local/library".into()),
+        };
         let set = build_statefulset(&database(Engine::Mongodb, "7.0", 1), &config, "10Gi");
-        assert_eq!(container(&set).image.as_deref(), Some("mirror.local/library/mongo:7.0"));
+        assert_eq!(
+            container(&set).image.as_deref(),
+            Some("mirror.local/library/mongo:7.0")
+        );
     }
 }

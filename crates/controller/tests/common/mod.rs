@@ -1,0 +1,171 @@
+//! A control plane with the CRD installed and the controller running in-process.
+
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use database_api::Database;
+use database_controller::context::{Context, Settings};
+use database_controller::metrics::Metrics;
+use database_controller::runner::{Scope, run};
+use futures::FutureExt;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, PostParams};
+use kube::{Client, CustomResourceExt};
+use serde_json::{Value, json};
+use testenv::{ControlPlane, Options};
+
+pub const NAMESPACE: &str = "shop";
+/// The user the controller runs as, so the audit log can tell its writes apart.
+pub const CONTROLLER_USER: &str = "database-controller";
+
+pub struct Env {
+    pub plane: ControlPlane,
+    /// Admin client for the test's own reads and writes.
+    pub client: Client,
+    pub metrics: Arc<Metrics>,
+    controller: Option<Running>,
+}
+
+struct Running {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Env {
+    pub async fn start(options: Options) -> Self {
+        let plane = ControlPlane::start(options)
+            .await
+            .expect("control plane starts");
+        let client = plane.client().await.expect("admin client");
+        testenv::install_crd(&client, &Database::crd())
+            .await
+            .expect("CRD installed");
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        let ns =
+            serde_json::from_value(json!({"metadata": {"name": NAMESPACE}})).expect("namespace");
+        namespaces
+            .create(&PostParams::default(), &ns)
+            .await
+            .expect("namespace created");
+        let mut env = Self {
+            plane,
+            client,
+            metrics: Arc::new(Metrics::default()),
+            controller: None,
+        };
+        env.start_controller().await;
+        env
+    }
+
+    /// A client authenticated as the controller's own user (in system:masters).
+    pub async fn controller_client(&self) -> Client {
+        let kubeconfig = self
+            .plane
+            .kubeconfig_for(CONTROLLER_USER, &["system:masters"])
+            .expect("kubeconfig");
+        testenv::client_from(&kubeconfig)
+            .await
+            .expect("controller client")
+    }
+
+    pub async fn start_controller(&mut self) {
+        let client = self.controller_client().await;
+        let ctx = Arc::new(Context::new(
+            client,
+            Settings::default(),
+            self.metrics.clone(),
+            Some("test".into()),
+        ));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let shutdown = stopped.map(|_| ()).shared();
+        let task = tokio::spawn(run(ctx, Scope::AllNamespaces, 4, shutdown));
+        self.controller = Some(Running {
+            stop: Some(stop),
+            task,
+        });
+    }
+
+    /// Stops the controller gracefully and waits for it.
+    pub async fn stop_controller(&mut self) {
+        if let Some(mut running) = self.controller.take() {
+            if let Some(stop) = running.stop.take() {
+                let _ = stop.send(());
+            }
+            let _ = tokio::time::timeout(Duration::from_secs(10), running.task).await;
+        }
+    }
+
+    pub fn databases(&self) -> Api<Database> {
+        Api::namespaced(self.client.clone(), NAMESPACE)
+    }
+
+    pub fn api<K>(&self) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+    {
+        Api::namespaced(self.client.clone(), NAMESPACE)
+    }
+
+    pub async fn create(&self, name: &str, spec: Value) -> Database {
+        let db: Database = serde_json::from_value(json!({
+            "apiVersion": "mycompany.io/v1", "kind": "Database",
+            "metadata": {"name": name, "namespace": NAMESPACE},
+            "spec": spec,
+        }))
+        .expect("Database");
+        self.databases()
+            .create(&PostParams::default(), &db)
+            .await
+            .expect("created")
+    }
+
+    /// Writes by the controller's user recorded in the audit log so far.
+    pub fn controller_writes(&self) -> Vec<String> {
+        self.plane
+            .audit_events()
+            .into_iter()
+            .filter(|e| {
+                e["user"]["username"] == CONTROLLER_USER && e["stage"] == "ResponseComplete"
+            })
+            .map(|e| {
+                format!(
+                    "{} {}",
+                    e["verb"].as_str().unwrap_or(""),
+                    e["requestURI"].as_str().unwrap_or("")
+                )
+            })
+            .collect()
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        if let Some(running) = self.controller.take() {
+            running.task.abort();
+        }
+    }
+}
+
+/// Polls `check` every 100 ms until it returns `Some`, failing after `timeout` with `what`.
+pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+pub const WAIT: Duration = Duration::from_secs(30);
