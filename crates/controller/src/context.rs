@@ -52,8 +52,7 @@ impl Backoff {
         let failures = self
             .0
             .lock()
-            .map(|m| m.get(key).copied().unwrap_or(1))
-            .unwrap_or(1);
+            .map_or(1, |m| m.get(key).copied().unwrap_or(1));
         let exponent = failures.saturating_sub(1).min(16);
         Duration::from_secs(1u64 << exponent).min(MAX_BACKOFF)
     }

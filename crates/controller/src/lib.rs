@@ -2,10 +2,15 @@
 //! Service, a credentials Secret, a connection Secret and (with several instances) a
 //! PodDisruptionBudget, and reports what it sees in the Database's status.
 
+pub mod app;
+pub mod cli;
 pub mod context;
 pub mod engine;
 pub mod error;
+pub mod leader;
 pub mod metrics;
+pub mod ratelimit;
 pub mod reconcile;
 pub mod resources;
 pub mod runner;
+pub mod telemetry;

@@ -15,13 +15,7 @@ use testenv::Options;
 
 fn secret_text(secret: &Secret, key: &str) -> String {
     let data = secret.data.as_ref().expect("data");
-    String::from_utf8(
-        data.get(key)
-            .unwrap_or_else(|| panic!("no {key}"))
-            .0
-            .clone(),
-    )
-    .expect("utf-8")
+    String::from_utf8(data.get(key).expect("key present").0.clone()).expect("utf-8")
 }
 
 async fn wait_for<K>(api: &Api<K>, name: &str) -> K
@@ -258,4 +252,145 @@ async fn a_database_whose_owned_objects_are_gone_is_still_deleted() {
             .filter(Option::is_none)
     })
     .await;
+}
+
+#[tokio::test]
+async fn significant_changes_are_recorded_as_events() {
+    let env = Env::start(Options::default()).await;
+    env.create(
+        "noisy",
+        json!({"engine": "postgres", "version": "16", "storage": "1Gi"}),
+    )
+    .await;
+    let sets: Api<StatefulSet> = env.api();
+    wait_for(&sets, "noisy").await;
+    let patch = Patch::Merge(json!({"spec": {"replicas": 2}}));
+    env.databases()
+        .patch("noisy", &PatchParams::default(), &patch)
+        .await
+        .expect("scaled");
+    let events: Api<k8s_openapi::api::events::v1::Event> = env.api();
+    let reasons = eventually(WAIT, "Created and Scaled events", || async {
+        let list = events.list(&kube::api::ListParams::default()).await.ok()?;
+        let reasons: Vec<String> = list
+            .items
+            .iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("noisy"))
+            .filter_map(|e| e.reason.clone())
+            .collect();
+        (reasons.iter().any(|r| r == "Created") && reasons.iter().any(|r| r == "Scaled"))
+            .then_some(reasons)
+    })
+    .await;
+    assert!(
+        !reasons.iter().any(|r| r == "ReconcileFailed"),
+        "{reasons:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_paused_database_is_left_alone_until_unpaused() {
+    let env = Env::start(Options::default()).await;
+    env.create(
+        "held",
+        json!({"engine": "mysql", "version": "8.4", "storage": "1Gi"}),
+    )
+    .await;
+    let sets: Api<StatefulSet> = env.api();
+    wait_for(&sets, "held").await;
+    let pause = Patch::Merge(json!({"metadata": {"annotations": {"mycompany.io/paused": "true"}}}));
+    env.databases()
+        .patch("held", &PatchParams::default(), &pause)
+        .await
+        .expect("paused");
+    eventually(WAIT, "Paused condition", || async {
+        let db = env.databases().get("held").await.ok()?;
+        let status = db.status?;
+        database_api::conditions::find(&status.conditions, "Paused")
+            .filter(|c| c.status == "True")
+            .map(|_| ())
+    })
+    .await;
+
+    sets.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": 3}})),
+    )
+    .await
+    .expect("edited");
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let replicas = sets
+        .get("held")
+        .await
+        .expect("get")
+        .spec
+        .and_then(|s| s.replicas);
+    assert_eq!(
+        replicas,
+        Some(3),
+        "a paused Database's objects are not touched"
+    );
+
+    let resume = Patch::Merge(json!({"metadata": {"annotations": {"mycompany.io/paused": null}}}));
+    env.databases()
+        .patch("held", &PatchParams::default(), &resume)
+        .await
+        .expect("resumed");
+    eventually(WAIT, "drift corrected after resuming", || async {
+        sets.get("held")
+            .await
+            .ok()
+            .filter(|s| s.spec.as_ref().and_then(|s| s.replicas) == Some(1))
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_spec_the_schema_accepts_but_validation_refuses_fails_with_the_field() {
+    let env = Env::start(Options::default()).await;
+    // Without the webhook installed, the controller applies the same rules itself.
+    env.create(
+        "old",
+        json!({"engine": "postgres", "version": "9.6", "storage": "1Gi"}),
+    )
+    .await;
+    let status = eventually(WAIT, "Failed phase", || async {
+        let db = env.databases().get("old").await.ok()?;
+        db.status.filter(|s| s.phase == database_api::Phase::Failed)
+    })
+    .await;
+    let message = status.message.unwrap_or_default();
+    assert!(message.contains("spec.version"), "{message}");
+    let degraded =
+        database_api::conditions::find(&status.conditions, "Degraded").expect("Degraded");
+    assert_eq!(
+        (degraded.status.as_str(), degraded.reason.as_str()),
+        ("True", "InvalidSpec")
+    );
+    let sets: Api<StatefulSet> = env.api();
+    assert!(
+        sets.get_opt("old").await.expect("get").is_none(),
+        "nothing is created for an invalid spec"
+    );
+}
+
+#[tokio::test]
+async fn a_controller_scoped_to_other_namespaces_ignores_this_one() {
+    let mut env = Env::start(Options::default()).await;
+    env.stop_controller().await;
+    env.start_controller_in(vec!["elsewhere".to_owned()]).await;
+    env.create(
+        "ignored",
+        json!({"engine": "postgres", "version": "16", "storage": "1Gi"}),
+    )
+    .await;
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let sets: Api<StatefulSet> = env.api();
+    assert!(sets.get_opt("ignored").await.expect("get").is_none());
+    let db = env.databases().get("ignored").await.expect("get");
+    assert!(
+        db.finalizers().is_empty(),
+        "not even the finalizer was added"
+    );
 }

@@ -44,7 +44,8 @@ const RECREATE_REQUEUE: Duration = Duration::from_secs(2);
 /// Reconciles one Database and records metrics.
 pub async fn reconcile(db: Arc<Database>, ctx: Arc<Context>) -> Result<Action, Error> {
     let started = Instant::now();
-    let result = reconcile_inner(&db, &ctx).await;
+    // Boxed: the reconcile future is large and lives across many awaits.
+    let result = Box::pin(reconcile_inner(&db, &ctx)).await;
     let labels = ResultLabels {
         result: if result.is_ok() { "ok" } else { "error" },
     };
@@ -124,10 +125,22 @@ async fn reconcile_inner(db: &Database, ctx: &Context) -> Result<Action, Error> 
         return Ok(Action::await_change());
     }
 
-    let sets: Api<StatefulSet> = Api::namespaced(client.clone(), &namespace);
-    let services: Api<Service> = Api::namespaced(client.clone(), &namespace);
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
-    let budgets: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &namespace);
+    apply_owned(ctx, &databases, db, &namespace, &now).await
+}
+
+/// Observes, builds and applies the owned objects, then writes status.
+async fn apply_owned(
+    ctx: &Context,
+    databases: &Api<Database>,
+    db: &Database,
+    namespace: &str,
+    now: &Time,
+) -> Result<Action, Error> {
+    let client = &ctx.client;
+    let sets: Api<StatefulSet> = Api::namespaced(client.clone(), namespace);
+    let services: Api<Service> = Api::namespaced(client.clone(), namespace);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), namespace);
 
     let credentials = ensure_credentials(ctx, &secrets, db).await?;
     let observed_set = get_opt(&sets, &db.name_any()).await?;
@@ -203,8 +216,8 @@ async fn reconcile_inner(db: &Database, ctx: &Context) -> Result<Action, Error> 
         None => {}
     }
 
-    write_status(ctx, &databases, db, Some(&set), &facts, &now).await?;
-    let running = status::compute(db, Some(&set), &facts, &now).phase == Phase::Running;
+    write_status(ctx, databases, db, Some(&set), &facts, now).await?;
+    let running = status::compute(db, Some(&set), &facts, now).phase == Phase::Running;
     Ok(if running {
         Action::await_change()
     } else {
@@ -375,6 +388,7 @@ fn now() -> Time {
 /// Retries a failed reconcile with exponential backoff per Database (1 s doubling to
 /// 5 min). A broken credentials Secret waits the longest: only a person can fix it, and
 /// the Secret watch brings the Database back as soon as they do.
+#[allow(clippy::needless_pass_by_value)] // the signature kube's Controller expects
 pub fn error_policy(db: Arc<Database>, error: &Error, ctx: Arc<Context>) -> Action {
     if matches!(error, Error::BrokenCredentials(_)) {
         return Action::requeue(crate::context::MAX_BACKOFF);

@@ -120,7 +120,7 @@ pub fn compute(
         .or_else(|| facts.degraded.clone());
     match degraded {
         Some((reason, message)) => {
-            conditions::set(&mut list, condition(DEGRADED, true, reason, &message))
+            conditions::set(&mut list, condition(DEGRADED, true, reason, &message));
         }
         None => conditions::set(&mut list, condition(DEGRADED, false, "AsExpected", "")),
     }

@@ -122,7 +122,6 @@ fn pod_spec(db: &Database, engine: &EngineProfile, config: &BuildConfig) -> PodS
             ..EnvVar::default()
         });
     }
-    let port = IntOrString::String(engine.port_name.to_owned());
     PodSpec {
         automount_service_account_token: Some(false),
         enable_service_links: Some(false),
@@ -141,92 +140,103 @@ fn pod_spec(db: &Database, engine: &EngineProfile, config: &BuildConfig) -> PodS
             ..PodSecurityContext::default()
         }),
         affinity: spread_across_nodes(db),
-        containers: vec![Container {
-            name: CONTAINER.to_owned(),
-            image: Some(image(
-                db.spec.engine,
-                &db.spec.version,
-                config.image_registry.as_deref(),
-            )),
-            image_pull_policy: Some("IfNotPresent".to_owned()),
-            ports: Some(vec![ContainerPort {
-                name: Some(engine.port_name.to_owned()),
-                container_port: engine.port,
-                protocol: Some("TCP".to_owned()),
-                ..ContainerPort::default()
-            }]),
-            env: Some(env),
-            volume_mounts: Some(mounts),
-            readiness_probe: Some(Probe {
-                exec: Some(ExecAction {
-                    command: Some(
-                        engine
-                            .readiness_command
-                            .iter()
-                            .map(|s| (*s).to_owned())
-                            .collect(),
-                    ),
-                }),
-                initial_delay_seconds: Some(5),
-                period_seconds: Some(10),
-                timeout_seconds: Some(5),
-                failure_threshold: Some(3),
-                ..Probe::default()
-            }),
-            // Liveness only asks whether the server accepts connections: a slow query
-            // must not get the database killed.
-            liveness_probe: Some(Probe {
-                tcp_socket: Some(TCPSocketAction {
-                    port: port.clone(),
-                    ..TCPSocketAction::default()
-                }),
-                initial_delay_seconds: Some(30),
-                period_seconds: Some(10),
-                timeout_seconds: Some(5),
-                failure_threshold: Some(6),
-                ..Probe::default()
-            }),
-            startup_probe: Some(Probe {
-                tcp_socket: Some(TCPSocketAction {
-                    port,
-                    ..TCPSocketAction::default()
-                }),
-                period_seconds: Some(5),
-                failure_threshold: Some(60),
-                ..Probe::default()
-            }),
-            resources: Some(ResourceRequirements {
-                requests: Some(BTreeMap::from([
-                    ("cpu".to_owned(), Quantity("250m".to_owned())),
-                    ("memory".to_owned(), Quantity("512Mi".to_owned())),
-                ])),
-                // Memory is limited so one database cannot starve a node; CPU is not,
-                // so a busy database is never throttled while the node is idle.
-                limits: Some(BTreeMap::from([(
-                    "memory".to_owned(),
-                    Quantity("1Gi".to_owned()),
-                )])),
-                ..ResourceRequirements::default()
-            }),
-            security_context: Some(SecurityContext {
-                allow_privilege_escalation: Some(false),
-                privileged: Some(false),
-                read_only_root_filesystem: Some(true),
-                run_as_non_root: Some(true),
-                capabilities: Some(Capabilities {
-                    drop: Some(vec!["ALL".to_owned()]),
-                    ..Capabilities::default()
-                }),
-                seccomp_profile: Some(SeccompProfile {
-                    type_: "RuntimeDefault".to_owned(),
-                    ..SeccompProfile::default()
-                }),
-                ..SecurityContext::default()
-            }),
-            ..Container::default()
-        }],
+        containers: vec![container(db, engine, config, env, mounts)],
         volumes: Some(volumes),
         ..PodSpec::default()
+    }
+}
+
+fn container(
+    db: &Database,
+    engine: &EngineProfile,
+    config: &BuildConfig,
+    env: Vec<EnvVar>,
+    mounts: Vec<VolumeMount>,
+) -> Container {
+    let port = IntOrString::String(engine.port_name.to_owned());
+    Container {
+        name: CONTAINER.to_owned(),
+        image: Some(image(
+            db.spec.engine,
+            &db.spec.version,
+            config.image_registry.as_deref(),
+        )),
+        image_pull_policy: Some("IfNotPresent".to_owned()),
+        ports: Some(vec![ContainerPort {
+            name: Some(engine.port_name.to_owned()),
+            container_port: engine.port,
+            protocol: Some("TCP".to_owned()),
+            ..ContainerPort::default()
+        }]),
+        env: Some(env),
+        volume_mounts: Some(mounts),
+        readiness_probe: Some(Probe {
+            exec: Some(ExecAction {
+                command: Some(
+                    engine
+                        .readiness_command
+                        .iter()
+                        .map(|s| (*s).to_owned())
+                        .collect(),
+                ),
+            }),
+            initial_delay_seconds: Some(5),
+            period_seconds: Some(10),
+            timeout_seconds: Some(5),
+            failure_threshold: Some(3),
+            ..Probe::default()
+        }),
+        // Liveness only asks whether the server accepts connections: a slow query
+        // must not get the database killed.
+        liveness_probe: Some(Probe {
+            tcp_socket: Some(TCPSocketAction {
+                port: port.clone(),
+                ..TCPSocketAction::default()
+            }),
+            initial_delay_seconds: Some(30),
+            period_seconds: Some(10),
+            timeout_seconds: Some(5),
+            failure_threshold: Some(6),
+            ..Probe::default()
+        }),
+        startup_probe: Some(Probe {
+            tcp_socket: Some(TCPSocketAction {
+                port,
+                ..TCPSocketAction::default()
+            }),
+            period_seconds: Some(5),
+            failure_threshold: Some(60),
+            ..Probe::default()
+        }),
+        resources: Some(ResourceRequirements {
+            requests: Some(BTreeMap::from([
+                ("cpu".to_owned(), Quantity("250m".to_owned())),
+                ("memory".to_owned(), Quantity("512Mi".to_owned())),
+            ])),
+            // Memory is limited so one database cannot starve a node; CPU is not,
+            // so a busy database is never throttled while the node is idle.
+            limits: Some(BTreeMap::from([(
+                "memory".to_owned(),
+                Quantity("1Gi".to_owned()),
+            )])),
+            ..ResourceRequirements::default()
+        }),
+        security_context: Some(SecurityContext {
+            allow_privilege_escalation: Some(false),
+            privileged: Some(false),
+            read_only_root_filesystem: Some(true),
+            run_as_non_root: Some(true),
+            capabilities: Some(Capabilities {
+                drop: Some(vec!["ALL".to_owned()]),
+                ..Capabilities::default()
+            }),
+            seccomp_profile: Some(SeccompProfile {
+                type_: "RuntimeDefault".to_owned(),
+                ..SeccompProfile::default()
+            }),
+            ..SecurityContext::default()
+        }),
+        ..Container::default()
     }
 }
 

@@ -72,6 +72,15 @@ impl Env {
     }
 
     pub async fn start_controller(&mut self) {
+        self.start_controller_scoped(Scope::AllNamespaces).await;
+    }
+
+    pub async fn start_controller_in(&mut self, namespaces: Vec<String>) {
+        self.start_controller_scoped(Scope::Namespaces(namespaces))
+            .await;
+    }
+
+    async fn start_controller_scoped(&mut self, scope: Scope) {
         let client = self.controller_client().await;
         let ctx = Arc::new(Context::new(
             client,
@@ -81,7 +90,7 @@ impl Env {
         ));
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let shutdown = stopped.map(|_| ()).shared();
-        let task = tokio::spawn(run(ctx, Scope::AllNamespaces, 4, shutdown));
+        let task = tokio::spawn(run(ctx, scope, 4, shutdown));
         self.controller = Some(Running {
             stop: Some(stop),
             task,

@@ -1,0 +1,150 @@
+//! The controller process: client, probes and metrics servers, optional leader
+//! election, and the reconcile loop, all stopped by one shutdown signal.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use axum::Router;
+use axum::routing::get;
+use futures::FutureExt;
+use kube::client::ClientBuilder;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+
+use crate::cli::Cli;
+use crate::context::{Context, Settings};
+use crate::leader::{LeaderElector, LeaseSettings};
+use crate::metrics::Metrics;
+use crate::ratelimit::RateLimitLayer;
+use crate::resources::BuildConfig;
+use crate::runner::{Scope, run as run_controller};
+
+/// Runs until `shutdown` resolves (then drains reconciles and releases the Lease) or
+/// until leadership is lost (an error: the process should exit and be restarted).
+pub async fn run(
+    cli: Cli,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let shutdown = shutdown.shared();
+    let client = client(&cli).await?;
+    let metrics = Arc::new(Metrics::default());
+    serve_http(&cli, metrics.clone(), shutdown.clone()).await?;
+
+    let identity = cli.identity.clone().unwrap_or_else(hostname);
+    let settings = Settings {
+        build: BuildConfig {
+            image_registry: cli.image_registry.clone(),
+        },
+        max_storage_gi: cli.max_storage_gi,
+    };
+    let ctx = Arc::new(Context::new(
+        client.clone(),
+        settings,
+        metrics.clone(),
+        Some(identity.clone()),
+    ));
+    let scope = if cli.namespaces.is_empty() {
+        Scope::AllNamespaces
+    } else {
+        Scope::Namespaces(cli.namespaces.clone())
+    };
+
+    if !cli.leader_elect {
+        tracing::info!("starting without leader election");
+        run_controller(ctx, scope, cli.max_concurrent_reconciles, shutdown).await;
+        return Ok(());
+    }
+    let mut lease = LeaseSettings::new(&cli.leader_election_namespace, &identity);
+    lease.name.clone_from(&cli.leader_election_id);
+    lease.lease_duration = Duration::from_secs(cli.lease_duration_seconds);
+    lease.renew_deadline = Duration::from_secs(cli.renew_deadline_seconds);
+    lease.retry_period = Duration::from_secs(cli.retry_period_seconds);
+    let mut elector = LeaderElector::new(client, lease);
+    tracing::info!(identity = %identity, "waiting for the leader Lease");
+    tokio::select! {
+        () = elector.acquire() => {}
+        () = shutdown.clone() => return Ok(()),
+    }
+    tracing::info!(identity = %identity, "acquired the leader Lease; reconciling");
+    metrics.leader.set(1);
+    let lost = tokio::select! {
+        () = run_controller(ctx, scope, cli.max_concurrent_reconciles, shutdown) => false,
+        () = elector.hold() => true,
+    };
+    metrics.leader.set(0);
+    if lost {
+        anyhow::bail!("lost the leader Lease; stopping so a standby takes over");
+    }
+    elector.release().await;
+    tracing::info!("released the leader Lease");
+    Ok(())
+}
+
+/// The API client: kubeconfig or in-cluster, with the QPS/burst limit in front.
+pub async fn client(cli: &Cli) -> anyhow::Result<Client> {
+    let config = match &cli.kubeconfig {
+        Some(path) => {
+            let kubeconfig = Kubeconfig::read_from(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?
+        }
+        None => Config::infer().await?,
+    };
+    let builder = ClientBuilder::try_from(config)?;
+    Ok(builder
+        .with_layer(&RateLimitLayer::new(cli.kube_api_qps, cli.kube_api_burst))
+        .build())
+}
+
+async fn serve_http(
+    cli: &Cli,
+    metrics: Arc<Metrics>,
+    shutdown: impl Future<Output = ()> + Clone + Send + 'static,
+) -> anyhow::Result<()> {
+    let metrics_app = Router::new().route(
+        "/metrics",
+        get(move || {
+            let metrics = metrics.clone();
+            async move {
+                (
+                    [(
+                        "content-type",
+                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                    )],
+                    metrics.encode(),
+                )
+            }
+        }),
+    );
+    let probes = Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(|| async { "ok" }));
+    for (address, app) in [
+        (cli.metrics_bind_address, metrics_app),
+        (cli.health_probe_bind_address, probes),
+    ] {
+        let listener = tokio::net::TcpListener::bind(address)
+            .await
+            .with_context(|| format!("binding {address}"))?;
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            if let Err(err) = axum::serve(listener, app)
+                .with_graceful_shutdown(shutdown)
+                .await
+            {
+                tracing::error!(error = %err, "HTTP server failed");
+            }
+        });
+    }
+    Ok(())
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| format!("controller-{}", std::process::id()))
+}

@@ -1,0 +1,189 @@
+//! Leader election on a `coordination.k8s.io` Lease, with client-go's protocol and
+//! timings: two replicas may run, one reconciles. The holder renews every retry period;
+//! a standby takes over once it has seen no renewal for a whole lease duration
+//! (measured on its own clock, so clock skew between nodes does not matter). A holder
+//! that cannot renew within the renew deadline stops leading at once (fail-stop), and a
+//! clean shutdown releases the Lease so a standby takes over on its next try.
+
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::Api;
+use kube::api::PostParams;
+use tokio::time::Instant;
+
+#[derive(Clone, Debug)]
+pub struct LeaseSettings {
+    pub name: String,
+    pub namespace: String,
+    /// Who this replica is (the Pod name in a cluster).
+    pub identity: String,
+    pub lease_duration: Duration,
+    pub renew_deadline: Duration,
+    pub retry_period: Duration,
+}
+
+impl LeaseSettings {
+    pub fn new(namespace: &str, identity: &str) -> Self {
+        Self {
+            name: "database-operator-leader".to_owned(),
+            namespace: namespace.to_owned(),
+            identity: identity.to_owned(),
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        }
+    }
+}
+
+/// The last Lease record seen, and when this replica first saw it.
+struct Observed {
+    holder: Option<String>,
+    renew_time: Option<MicroTime>,
+    seen_at: Instant,
+}
+
+pub struct LeaderElector {
+    api: Api<Lease>,
+    settings: LeaseSettings,
+    observed: Option<Observed>,
+}
+
+impl LeaderElector {
+    pub fn new(client: kube::Client, settings: LeaseSettings) -> Self {
+        Self {
+            api: Api::namespaced(client, &settings.namespace),
+            settings,
+            observed: None,
+        }
+    }
+
+    pub fn settings(&self) -> &LeaseSettings {
+        &self.settings
+    }
+
+    /// Waits until this replica holds the Lease.
+    pub async fn acquire(&mut self) {
+        loop {
+            match self.try_acquire_or_renew().await {
+                Ok(true) => return,
+                Ok(false) => {}
+                Err(err) => tracing::debug!(error = %err, "lease not acquired"),
+            }
+            tokio::time::sleep(self.settings.retry_period).await;
+        }
+    }
+
+    /// Renews the Lease until a renewal fails for longer than the renew deadline.
+    /// Returns only when leadership is lost.
+    pub async fn hold(&mut self) {
+        let mut last_renewal = Instant::now();
+        loop {
+            tokio::time::sleep(self.settings.retry_period).await;
+            match self.try_acquire_or_renew().await {
+                Ok(true) => last_renewal = Instant::now(),
+                Ok(false) => return,
+                Err(err) => tracing::warn!(error = %err, "lease renewal failed"),
+            }
+            if last_renewal.elapsed() > self.settings.renew_deadline {
+                return;
+            }
+        }
+    }
+
+    /// Gives the Lease up so a standby can take it at once.
+    pub async fn release(&mut self) {
+        let Ok(Some(mut lease)) = self.api.get_opt(&self.settings.name).await else {
+            return;
+        };
+        let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+        if spec.holder_identity.as_deref() != Some(self.settings.identity.as_str()) {
+            return;
+        }
+        spec.holder_identity = None;
+        spec.lease_duration_seconds = Some(1);
+        spec.renew_time = Some(now());
+        if let Err(err) = self
+            .api
+            .replace(&self.settings.name, &PostParams::default(), &lease)
+            .await
+        {
+            tracing::warn!(error = %err, "could not release the lease");
+        }
+    }
+
+    /// One round of the protocol: `Ok(true)` while this replica holds the Lease.
+    async fn try_acquire_or_renew(&mut self) -> Result<bool, kube::Error> {
+        let identity = self.settings.identity.clone();
+        let duration_seconds = i32::try_from(self.settings.lease_duration.as_secs()).unwrap_or(15);
+        let Some(mut lease) = self.api.get_opt(&self.settings.name).await? else {
+            let lease = Lease {
+                metadata: ObjectMeta {
+                    name: Some(self.settings.name.clone()),
+                    ..ObjectMeta::default()
+                },
+                spec: Some(LeaseSpec {
+                    holder_identity: Some(identity),
+                    lease_duration_seconds: Some(duration_seconds),
+                    acquire_time: Some(now()),
+                    renew_time: Some(now()),
+                    lease_transitions: Some(0),
+                    ..LeaseSpec::default()
+                }),
+            };
+            return match self.api.create(&PostParams::default(), &lease).await {
+                Ok(_) => Ok(true),
+                Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
+                Err(err) => Err(err),
+            };
+        };
+        let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+        let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
+        let changed = self
+            .observed
+            .as_ref()
+            .is_none_or(|o| o.holder != holder || o.renew_time != spec.renew_time);
+        if changed {
+            self.observed = Some(Observed {
+                holder: holder.clone(),
+                renew_time: spec.renew_time.clone(),
+                seen_at: Instant::now(),
+            });
+        }
+        let held_by_other = holder.as_ref().is_some_and(|h| *h != identity);
+        let record_duration = spec
+            .lease_duration_seconds
+            .and_then(|s| u64::try_from(s).ok())
+            .map_or(self.settings.lease_duration, Duration::from_secs);
+        let expired = self
+            .observed
+            .as_ref()
+            .is_none_or(|o| o.seen_at.elapsed() > record_duration);
+        if held_by_other && !expired {
+            return Ok(false);
+        }
+        if holder.as_deref() != Some(identity.as_str()) {
+            spec.acquire_time = Some(now());
+            spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+        }
+        spec.holder_identity = Some(identity);
+        spec.lease_duration_seconds = Some(duration_seconds);
+        spec.renew_time = Some(now());
+        // `replace` carries the resourceVersion read above: a concurrent writer wins and
+        // this round reports not-leader instead of two holders.
+        match self
+            .api
+            .replace(&self.settings.name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
+            Err(err) => Err(err),
+        }
+    }
+}
+
+fn now() -> MicroTime {
+    MicroTime(k8s_openapi::jiff::Timestamp::now())
+}
