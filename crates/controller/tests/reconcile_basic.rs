@@ -394,3 +394,45 @@ async fn a_controller_scoped_to_other_namespaces_ignores_this_one() {
         "not even the finalizer was added"
     );
 }
+
+#[tokio::test]
+async fn shrinking_storage_is_reported_and_the_volumes_keep_their_size() {
+    let env = Env::start(Options::default()).await;
+    env.create(
+        "shrink",
+        json!({"engine": "postgres", "version": "16", "storage": "10Gi"}),
+    )
+    .await;
+    let sets: Api<StatefulSet> = env.api();
+    wait_for(&sets, "shrink").await;
+    let patch = Patch::Merge(json!({"spec": {"storage": "5Gi"}}));
+    env.databases()
+        .patch("shrink", &PatchParams::default(), &patch)
+        .await
+        .expect("accepted without the webhook");
+    let degraded = eventually(WAIT, "Degraded condition", || async {
+        let status = env.databases().get("shrink").await.ok()?.status?;
+        database_api::conditions::find(&status.conditions, "Degraded")
+            .filter(|c| c.status == "True")
+            .cloned()
+    })
+    .await;
+    assert_eq!(degraded.reason, "StorageShrinkRefused");
+    assert!(
+        degraded.message.contains("cannot shrink"),
+        "{}",
+        degraded.message
+    );
+    let set = sets.get("shrink").await.expect("get");
+    let template = &set
+        .spec
+        .and_then(|s| s.volume_claim_templates)
+        .expect("templates")[0];
+    let size = template
+        .spec
+        .as_ref()
+        .and_then(|s| s.resources.as_ref())
+        .and_then(|r| r.requests.as_ref())
+        .map(|r| r["storage"].0.clone());
+    assert_eq!(size.as_deref(), Some("10Gi"));
+}

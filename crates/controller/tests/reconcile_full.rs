@@ -269,3 +269,47 @@ async fn growing_storage_resizes_claims_and_keeps_the_pods() {
         "the Pods were kept through the StatefulSet's replacement"
     );
 }
+
+#[tokio::test]
+async fn growth_on_a_storage_class_without_expansion_is_refused_in_a_condition() {
+    let env = Env::start(Options::full()).await;
+    let classes: Api<k8s_openapi::api::storage::v1::StorageClass> = Api::all(env.client.clone());
+    let patch = Patch::Merge(json!({"allowVolumeExpansion": false}));
+    classes
+        .patch(testenv::STORAGE_CLASS, &PatchParams::default(), &patch)
+        .await
+        .expect("class changed");
+    env.create(
+        "fixed",
+        json!({"engine": "postgres", "version": "16", "storage": "10Gi"}),
+    )
+    .await;
+    wait_running(&env, "fixed").await;
+
+    let grow = Patch::Merge(json!({"spec": {"storage": "20Gi"}}));
+    env.databases()
+        .patch("fixed", &PatchParams::default(), &grow)
+        .await
+        .expect("spec changed");
+    let degraded = eventually(WAIT, "Degraded condition", || async {
+        let status = env.databases().get("fixed").await.ok()?.status?;
+        database_api::conditions::find(&status.conditions, "Degraded")
+            .filter(|c| c.status == "True")
+            .cloned()
+    })
+    .await;
+    assert_eq!(degraded.reason, "ExpansionNotSupported");
+    assert!(
+        degraded.message.contains(testenv::STORAGE_CLASS),
+        "{}",
+        degraded.message
+    );
+    let claims: Api<PersistentVolumeClaim> = env.api();
+    let claim = claims.get("data-fixed-0").await.expect("claim");
+    let size = claim
+        .spec
+        .and_then(|s| s.resources)
+        .and_then(|r| r.requests)
+        .map(|r| r["storage"].0.clone());
+    assert_eq!(size.as_deref(), Some("10Gi"), "the claim was not touched");
+}
