@@ -2,6 +2,7 @@
 
 mod cluster;
 mod control_plane;
+mod demo;
 mod manifests;
 mod test;
 
@@ -34,6 +35,8 @@ enum Command {
     },
     /// Every test: unit tests and the acceptance tests against a real control plane.
     Test(test::TestArgs),
+    /// The whole product locally: control plane, CRD, webhook, controller and samples.
+    Demo(demo::DemoArgs),
 }
 
 #[derive(Subcommand)]
@@ -48,7 +51,9 @@ enum ControlPlaneCommand {
 fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+            // The client logs every refused probe while the API server starts; those are expected.
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "warn,kube_client::client::builder=off".into()),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -65,6 +70,7 @@ fn main() -> std::process::ExitCode {
         }
         Command::Cluster { command } => cluster::run(command),
         Command::Test(args) => test::run(&args),
+        Command::Demo(args) => demo::run(&args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

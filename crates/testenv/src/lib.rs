@@ -20,7 +20,7 @@ mod full;
 mod kubeconfig;
 mod pki;
 mod ports;
-mod process;
+pub mod process;
 
 pub use control_plane::{ControlPlane, Error, Options, client_from};
 pub use crd::install_crd;
