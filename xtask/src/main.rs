@@ -1,5 +1,6 @@
 //! Developer commands for the workspace: `cargo xtask <command>`.
 
+mod bench;
 mod cluster;
 mod control_plane;
 mod demo;
@@ -35,6 +36,8 @@ enum Command {
     },
     /// Every test: unit tests and the acceptance tests against a real control plane.
     Test(test::TestArgs),
+    /// Benchmarks on the local control plane: latency, throughput, memory, CPU, writes.
+    Bench(bench::BenchArgs),
     /// The whole product locally: control plane, CRD, webhook, controller and samples.
     Demo(demo::DemoArgs),
 }
@@ -71,6 +74,7 @@ fn main() -> std::process::ExitCode {
         Command::Cluster { command } => cluster::run(command),
         Command::Test(args) => test::run(&args),
         Command::Demo(args) => demo::run(&args),
+        Command::Bench(args) => bench::run(&args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

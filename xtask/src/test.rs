@@ -45,6 +45,15 @@ pub fn run(args: &TestArgs) -> anyhow::Result<()> {
     if !status.success() {
         bail!("cargo test failed with {status}");
     }
+    // A small benchmark run, so that `cargo xtask bench` cannot rot.
+    println!("bench smoke run");
+    crate::bench::run(&crate::bench::BenchArgs::smoke())?;
+    if !leftover_components()
+        .into_iter()
+        .all(|p| before.contains(&p))
+    {
+        bail!("components left running after the benchmark smoke run");
+    }
     Ok(())
 }
 

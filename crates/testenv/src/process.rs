@@ -62,6 +62,11 @@ impl Process {
         self.child.try_wait().ok().flatten()
     }
 
+    /// The process id (for reading its resource use, or signalling it).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The last `lines` lines of the component's log, for error messages.
     pub fn log_tail(&self, lines: usize) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();

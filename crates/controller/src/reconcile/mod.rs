@@ -80,141 +80,188 @@ pub async fn reconcile(db: Arc<Database>, ctx: Arc<Context>) -> Result<Action, E
 #[tracing::instrument(skip_all, fields(name = %db.name_any(), namespace = db.namespace().as_deref().unwrap_or("")))]
 async fn reconcile_inner(db: &Database, ctx: &Context) -> Result<Action, Error> {
     let namespace = db.namespace().ok_or(Error::MissingNamespace)?;
-    let client = &ctx.client;
-    let databases: Api<Database> = Api::namespaced(client.clone(), &namespace);
+    let databases: Api<Database> = Api::namespaced(ctx.client.clone(), &namespace);
     let now = now();
 
     if db.metadata.deletion_timestamp.is_some() {
         return delete(ctx, &databases, db, &namespace, &now).await;
     }
-    if !finalizer::has_finalizer(db) {
-        finalizer::add(&databases, db).await?;
-        ctx.metrics.wrote("finalizer");
-        // No return: the owned objects are applied in this same pass.
-    }
-
-    let outcome = validate(
-        db,
-        &Limits {
-            max_storage_gi: ctx.settings.max_storage_gi,
-        },
-    );
-    if !outcome.is_allowed() {
-        let message = outcome.message();
-        let facts = Facts {
-            invalid: Some(message.clone()),
-            ..Facts::default()
-        };
-        if write_status(ctx, &databases, db, None, &facts, &now).await? {
-            publish(ctx, db, EventType::Warning, "InvalidSpec", message).await;
+    // A Database without the finalizer is new: the finalizer is added while the owned
+    // objects are applied, in the same pass, without waiting for another watch event.
+    let first_pass = !finalizer::has_finalizer(db);
+    let add_finalizer = async {
+        if first_pass {
+            finalizer::add(&databases, db).await?;
+            ctx.metrics.wrote("finalizer");
         }
-        // A user error: nothing to retry until the spec changes.
-        return Ok(Action::await_change());
-    }
-    if is_paused(db) {
-        let observed = get_opt(
-            &Api::<StatefulSet>::namespaced(client.clone(), &namespace),
-            &db.name_any(),
-        )
-        .await?;
-        let facts = Facts {
-            paused: true,
-            ..Facts::default()
-        };
-        write_status(ctx, &databases, db, observed.as_ref(), &facts, &now).await?;
-        return Ok(Action::await_change());
-    }
-
-    apply_owned(ctx, &databases, db, &namespace, &now).await
+        Ok(())
+    };
+    let work = async {
+        let outcome = validate(
+            db,
+            &Limits {
+                max_storage_gi: ctx.settings.max_storage_gi,
+            },
+        );
+        if !outcome.is_allowed() {
+            let message = outcome.message();
+            let facts = Facts {
+                invalid: Some(message.clone()),
+                ..Facts::default()
+            };
+            if write_status(ctx, &databases, db, None, &facts, &now).await? {
+                publish(ctx, db, EventType::Warning, "InvalidSpec", message).await;
+            }
+            // A user error: nothing to retry until the spec changes.
+            return Ok(Action::await_change());
+        }
+        if is_paused(db) {
+            let sets: Api<StatefulSet> = Api::namespaced(ctx.client.clone(), &namespace);
+            let observed = get_opt(&sets, &db.name_any()).await?;
+            let facts = Facts {
+                paused: true,
+                ..Facts::default()
+            };
+            write_status(ctx, &databases, db, observed.as_ref(), &facts, &now).await?;
+            return Ok(Action::await_change());
+        }
+        Box::pin(apply_owned(
+            ctx, &databases, db, &namespace, &now, first_pass,
+        ))
+        .await
+    };
+    let ((), action) = tokio::try_join!(add_finalizer, work)?;
+    Ok(action)
 }
 
-/// Observes, builds and applies the owned objects, then writes status.
+/// The owned objects as the API server has them.
+#[derive(Default)]
+struct Observed {
+    statefulset: Option<StatefulSet>,
+    service: Option<Service>,
+    credentials: Option<Secret>,
+    connection: Option<Secret>,
+    budget: Option<PodDisruptionBudget>,
+}
+
+struct OwnedApis {
+    sets: Api<StatefulSet>,
+    services: Api<Service>,
+    secrets: Api<Secret>,
+    budgets: Api<PodDisruptionBudget>,
+}
+
+impl OwnedApis {
+    fn new(client: &kube::Client, namespace: &str) -> Self {
+        Self {
+            sets: Api::namespaced(client.clone(), namespace),
+            services: Api::namespaced(client.clone(), namespace),
+            secrets: Api::namespaced(client.clone(), namespace),
+            budgets: Api::namespaced(client.clone(), namespace),
+        }
+    }
+
+    /// Reads every owned object at once.
+    async fn observe(&self, db: &Database) -> Result<Observed, Error> {
+        let name = db.name_any();
+        let (credentials_name, connection_name) =
+            (credentials_secret_name(db), connection_secret_name(db));
+        let (statefulset, service, credentials, connection, budget) = tokio::try_join!(
+            get_opt(&self.sets, &name),
+            get_opt(&self.services, &name),
+            get_opt(&self.secrets, &credentials_name),
+            get_opt(&self.secrets, &connection_name),
+            get_opt(&self.budgets, &name),
+        )?;
+        Ok(Observed {
+            statefulset,
+            service,
+            credentials,
+            connection,
+            budget,
+        })
+    }
+}
+
+/// Observes, builds and applies the owned objects, then writes status. Independent
+/// requests go out together, so a pass costs about three round trips, and a new
+/// Database's StatefulSet is written in the first.
 async fn apply_owned(
     ctx: &Context,
     databases: &Api<Database>,
     db: &Database,
     namespace: &str,
     now: &Time,
+    first_pass: bool,
 ) -> Result<Action, Error> {
-    let client = &ctx.client;
-    let sets: Api<StatefulSet> = Api::namespaced(client.clone(), namespace);
-    let services: Api<Service> = Api::namespaced(client.clone(), namespace);
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    let budgets: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), namespace);
-
-    let credentials = ensure_credentials(ctx, &secrets, db).await?;
-    let observed_set = get_opt(&sets, &db.name_any()).await?;
-    if observed_set
+    let apis = OwnedApis::new(&ctx.client, namespace);
+    // A new Database owns nothing yet: skip the reads. Applies are idempotent, so a
+    // stray existing object is simply brought in line.
+    let observed = if first_pass {
+        Observed::default()
+    } else {
+        apis.observe(db).await?
+    };
+    if observed
+        .statefulset
         .as_ref()
         .is_some_and(|s| s.metadata.deletion_timestamp.is_some())
     {
         // Orphan deletion for a resize is still in progress.
         return Ok(Action::requeue(RECREATE_REQUEUE));
     }
-    let (template_storage, facts) = match storage::plan(client, db, observed_set.as_ref()).await? {
-        StoragePlan::AsSpecified => (db.spec.storage.clone(), Facts::default()),
-        StoragePlan::Blocked {
-            template,
-            reason,
-            message,
-        } => (
-            template,
-            Facts {
-                degraded: Some((reason, message)),
-                ..Facts::default()
-            },
-        ),
-        StoragePlan::Recreating => {
-            ctx.metrics.wrote("resize");
-            publish(
-                ctx,
-                db,
-                EventType::Normal,
-                "StorageResized",
-                format!("volume claims resized to {}", db.spec.storage),
-            )
-            .await;
-            return Ok(Action::requeue(RECREATE_REQUEUE));
-        }
-    };
+    let (template_storage, facts) =
+        match storage::plan(&ctx.client, db, observed.statefulset.as_ref()).await? {
+            StoragePlan::AsSpecified => (db.spec.storage.clone(), Facts::default()),
+            StoragePlan::Blocked {
+                template,
+                reason,
+                message,
+            } => (
+                template,
+                Facts {
+                    degraded: Some((reason, message)),
+                    ..Facts::default()
+                },
+            ),
+            StoragePlan::Recreating => {
+                ctx.metrics.wrote("resize");
+                publish(
+                    ctx,
+                    db,
+                    EventType::Normal,
+                    "StorageResized",
+                    format!("volume claims resized to {}", db.spec.storage),
+                )
+                .await;
+                return Ok(Action::requeue(RECREATE_REQUEUE));
+            }
+        };
 
-    // Apply order: what the Pods need (Service, Secrets) before the StatefulSet.
-    let service = get_opt(&services, &db.name_any()).await?;
-    record(
-        ctx,
-        apply(&services, &build_service(db), service.as_ref())
-            .await?
-            .1,
-    );
-    let connection = get_opt(&secrets, &connection_secret_name(db)).await?;
-    record(
-        ctx,
-        apply(
-            &secrets,
-            &build_connection_secret(db, &credentials),
-            connection.as_ref(),
-        )
-        .await?
-        .1,
-    );
-
+    // The StatefulSet's Pods read the credentials Secret by name, so the StatefulSet
+    // does not wait for it: kubelet retries until the Secret exists.
     let desired_set = build_statefulset(db, &ctx.settings.build, &template_storage);
-    let (set, applied) = apply(&sets, &desired_set, observed_set.as_ref()).await?;
-    record(ctx, applied);
-    announce(ctx, db, observed_set.as_ref(), applied).await;
-
-    let existing_budget = get_opt(&budgets, &db.name_any()).await?;
-    match build_pdb(db) {
-        Some(budget) => record(
-            ctx,
-            apply(&budgets, &budget, existing_budget.as_ref()).await?.1,
-        ),
-        None if existing_budget.is_some() => {
-            delete_if_present(&budgets, &db.name_any()).await?;
-            ctx.metrics.wrote("delete");
-        }
-        None => {}
+    let desired_service = build_service(db);
+    let secrets = async {
+        let credentials =
+            ensure_credentials(ctx, &apis.secrets, db, observed.credentials.clone()).await?;
+        apply(
+            &apis.secrets,
+            &build_connection_secret(db, &credentials),
+            observed.connection.as_ref(),
+        )
+        .await
+    };
+    let ((set, set_applied), (_, service_applied), (_, connection_applied), ()) = tokio::try_join!(
+        apply(&apis.sets, &desired_set, observed.statefulset.as_ref()),
+        apply(&apis.services, &desired_service, observed.service.as_ref()),
+        secrets,
+        sync_budget(ctx, &apis.budgets, db, observed.budget.as_ref()),
+    )?;
+    for applied in [set_applied, service_applied, connection_applied] {
+        record(ctx, applied);
     }
+    announce(ctx, db, observed.statefulset.as_ref(), set_applied).await;
 
     write_status(ctx, databases, db, Some(&set), &facts, now).await?;
     let running = status::compute(db, Some(&set), &facts, now).phase == Phase::Running;
@@ -223,6 +270,24 @@ async fn apply_owned(
     } else {
         Action::requeue(NOT_READY_REQUEUE)
     })
+}
+
+/// Applies the PodDisruptionBudget, or deletes it when one instance needs none.
+async fn sync_budget(
+    ctx: &Context,
+    api: &Api<PodDisruptionBudget>,
+    db: &Database,
+    observed: Option<&PodDisruptionBudget>,
+) -> Result<(), Error> {
+    match build_pdb(db) {
+        Some(budget) => record(ctx, apply(api, &budget, observed).await?.1),
+        None if observed.is_some() => {
+            delete_if_present(api, &db.name_any()).await?;
+            ctx.metrics.wrote("delete");
+        }
+        None => {}
+    }
+    Ok(())
 }
 
 async fn delete(
@@ -259,14 +324,15 @@ async fn delete(
     Ok(Action::await_change())
 }
 
-/// Reads the credentials Secret, creating it (once) when it does not exist.
+/// The credentials from the observed Secret, or from a new one created (once) when
+/// there is none. An existing Secret is never overwritten.
 async fn ensure_credentials(
     ctx: &Context,
     secrets: &Api<Secret>,
     db: &Database,
+    observed: Option<Secret>,
 ) -> Result<Credentials, Error> {
-    let name = credentials_secret_name(db);
-    if let Some(existing) = get_opt(secrets, &name).await? {
+    if let Some(existing) = observed {
         return Ok(Credentials::from_data(&existing.data.unwrap_or_default())?);
     }
     let credentials = Credentials::generate(db.spec.engine)?;
@@ -281,9 +347,9 @@ async fn ensure_credentials(
             ctx.metrics.wrote("create");
             Ok(credentials)
         }
-        // Another pass created it first: use that one, never overwrite it.
+        // It exists already (an earlier pass, or a first pass that skipped the read).
         Err(kube::Error::Api(status)) if status.code == 409 => {
-            let existing = get_opt(secrets, &name)
+            let existing = get_opt(secrets, &credentials_secret_name(db))
                 .await?
                 .and_then(|s| s.data)
                 .unwrap_or_default();

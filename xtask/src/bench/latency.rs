@@ -1,0 +1,135 @@
+//! Create to StatefulSet and create to Running, seen through watches, for Databases
+//! created one at a time and all at once.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use database_api::{Database, Phase};
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::StatefulSet;
+use kube::api::Api;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, watcher};
+use kube::{Client, ResourceExt};
+
+use super::cluster::{Bench, NAMESPACE, wait_until};
+use super::stats::Summary;
+
+type Seen = Arc<Mutex<HashMap<String, Instant>>>;
+
+pub struct Latency {
+    pub count: usize,
+    pub create_call: Summary,
+    pub to_statefulset: Summary,
+    pub to_running: Summary,
+    /// Databases per second from the first create to the last Running.
+    pub throughput: f64,
+}
+
+/// Records when each StatefulSet is first seen and each Database first shows Running.
+pub struct Watches {
+    statefulsets: Seen,
+    running: Seen,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Watches {
+    pub fn start(client: &Client) -> Self {
+        let statefulsets: Seen = Arc::default();
+        let running: Seen = Arc::default();
+        let sets: Api<StatefulSet> = Api::namespaced(client.clone(), NAMESPACE);
+        let seen = statefulsets.clone();
+        let sets_task = tokio::spawn(async move {
+            let mut stream = std::pin::pin!(
+                watcher(sets, watcher::Config::default())
+                    .default_backoff()
+                    .applied_objects()
+            );
+            while let Some(Ok(set)) = stream.next().await {
+                if let Ok(mut map) = seen.lock() {
+                    map.entry(set.name_any()).or_insert_with(Instant::now);
+                }
+            }
+        });
+        let dbs: Api<Database> = Api::namespaced(client.clone(), NAMESPACE);
+        let seen = running.clone();
+        let dbs_task = tokio::spawn(async move {
+            let mut stream = std::pin::pin!(
+                watcher(dbs, watcher::Config::default())
+                    .default_backoff()
+                    .applied_objects()
+            );
+            while let Some(Ok(db)) = stream.next().await {
+                if db
+                    .status
+                    .as_ref()
+                    .is_some_and(|s| s.phase == Phase::Running)
+                    && let Ok(mut map) = seen.lock()
+                {
+                    map.entry(db.name_any()).or_insert_with(Instant::now);
+                }
+            }
+        });
+        Self {
+            statefulsets,
+            running,
+            tasks: vec![sets_task, dbs_task],
+        }
+    }
+
+    fn count(map: &Seen, names: &[String]) -> usize {
+        map.lock()
+            .map_or(0, |m| names.iter().filter(|n| m.contains_key(*n)).count())
+    }
+
+    fn delays(map: &Seen, created: &[(String, Instant, Duration)]) -> Vec<Duration> {
+        let Ok(map) = map.lock() else {
+            return Vec::new();
+        };
+        created
+            .iter()
+            .filter_map(|(name, at, _)| {
+                map.get(name)
+                    .map(|seen| seen.saturating_duration_since(*at))
+            })
+            .collect()
+    }
+}
+
+impl Drop for Watches {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+/// Creates `count` Databases (`parallel` requests at a time) and waits until all run.
+pub async fn measure(
+    bench: &Bench,
+    watches: &Watches,
+    prefix: &str,
+    count: usize,
+    parallel: usize,
+    timeout: Duration,
+) -> anyhow::Result<Latency> {
+    let started = Instant::now();
+    let created = bench.create_many(prefix, count, parallel).await?;
+    let names: Vec<String> = created.iter().map(|(n, ..)| n.clone()).collect();
+    wait_until(timeout, &format!("{count} Databases Running"), || async {
+        Watches::count(&watches.running, &names) == count
+    })
+    .await?;
+    let wall = started.elapsed();
+    let calls: Vec<Duration> = created.iter().map(|(_, _, latency)| *latency).collect();
+    #[allow(clippy::cast_precision_loss)]
+    let throughput = count as f64 / wall.as_secs_f64();
+    Ok(Latency {
+        count,
+        create_call: Summary::of(&calls),
+        to_statefulset: Summary::of(&Watches::delays(&watches.statefulsets, &created)),
+        to_running: Summary::of(&Watches::delays(&watches.running, &created)),
+        throughput,
+    })
+}

@@ -1,0 +1,257 @@
+//! `cargo xtask bench`: the operator measured on the local control plane. Prints a table
+//! and writes the same figures as JSON to `target/bench/results.json`.
+//!
+//! Parts: create-to-StatefulSet and create-to-Running for one Database and for a burst
+//! (full tier: real StatefulSet controller, scheduler and kwok Pods); the controller's
+//! cold start; its memory, CPU and steady-state writes at several scales.
+
+mod cluster;
+mod latency;
+mod procstat;
+mod scale;
+mod stats;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::bail;
+use serde_json::{Value, json};
+use testenv::Options;
+
+use self::cluster::{Bench, wait_until};
+use self::latency::{Latency, Watches, measure};
+use self::scale::{Scale, measure_scale};
+use self::stats::round;
+
+#[derive(clap::Args)]
+pub struct BenchArgs {
+    /// A small, quick run (used by `cargo xtask test` so the benchmark cannot rot).
+    #[arg(long)]
+    pub smoke: bool,
+    /// Databases created at once in the burst.
+    #[arg(long, default_value_t = 500)]
+    pub burst: usize,
+    /// Database counts for the memory and CPU measurement.
+    #[arg(long, value_delimiter = ',', default_value = "0,1000,10000")]
+    pub scale: Vec<usize>,
+    /// Seconds to watch an idle controller at each scale.
+    #[arg(long, default_value_t = 60)]
+    pub idle_seconds: u64,
+}
+
+impl BenchArgs {
+    /// The quick run `cargo xtask test` makes.
+    pub fn smoke() -> Self {
+        Self {
+            smoke: true,
+            burst: 20,
+            scale: vec![0, 20],
+            idle_seconds: 5,
+        }
+    }
+}
+
+pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
+    crate::control_plane::ensure_built()?;
+    let (burst, scales, idle) = if args.smoke {
+        (20, vec![0, 20], 5)
+    } else {
+        (args.burst, args.scale.clone(), args.idle_seconds)
+    };
+    let profile = if args.smoke { "debug" } else { "release" };
+    let bin_dir = build(profile)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let results = runtime.block_on(async {
+        let (single, burst, cold_start) = latency_run(&bin_dir, burst).await?;
+        let mut scale_results = Vec::new();
+        for count in scales {
+            println!("bench: scale {count}");
+            scale_results.push(measure_scale(&bin_dir, count, Duration::from_secs(idle)).await?);
+        }
+        anyhow::Ok((single, burst, cold_start, scale_results))
+    })?;
+    let (single, burst, cold_start, scales) = results;
+    print_table(&single, &burst, cold_start, &scales);
+    let json = to_json(profile, &single, &burst, cold_start, &scales);
+    let out = crate::workspace_root().join("target/bench");
+    std::fs::create_dir_all(&out)?;
+    let file = out.join(if args.smoke {
+        "smoke.json"
+    } else {
+        "results.json"
+    });
+    std::fs::write(&file, serde_json::to_vec_pretty(&json)?)?;
+    println!("\nwrote {}", file.display());
+    check_sane(&single, &burst, &scales)
+}
+
+fn build(profile: &str) -> anyhow::Result<PathBuf> {
+    let mut command = Command::new(env!("CARGO"));
+    command.current_dir(crate::workspace_root()).args([
+        "build",
+        "--locked",
+        "-p",
+        "database-controller",
+        "--bins",
+    ]);
+    if profile == "release" {
+        command.arg("--release");
+    }
+    if !command.status()?.success() {
+        bail!("building the controller failed");
+    }
+    Ok(crate::workspace_root().join("target").join(profile))
+}
+
+/// Full tier: cold start, five single creates, then the burst.
+async fn latency_run(
+    bin_dir: &std::path::Path,
+    burst: usize,
+) -> anyhow::Result<(Latency, Latency, Duration)> {
+    // Enough fake nodes for every burst Pod (110 Pods each).
+    let nodes = burst.div_ceil(100).max(3);
+    let bench = Bench::start(Options {
+        nodes,
+        ..Options::full()
+    })
+    .await?;
+    let watches = Watches::start(&bench.client);
+    bench.create_many("warm", 1, 1).await?;
+    let spawned = Instant::now();
+    let _controller = bench.spawn_controller(bin_dir)?;
+    wait_until(Duration::from_secs(60), "first reconcile", || async {
+        bench
+            .metric("database_controller_reconciles_total")
+            .await
+            .is_some_and(|n| n >= 1.0)
+    })
+    .await?;
+    let cold_start = spawned.elapsed();
+    println!("bench: single creates");
+    let mut singles = Vec::new();
+    for i in 0..5 {
+        singles.push(
+            measure(
+                &bench,
+                &watches,
+                &format!("single{i}"),
+                1,
+                1,
+                Duration::from_secs(120),
+            )
+            .await?,
+        );
+    }
+    let single = merge(&singles);
+    println!("bench: burst of {burst}");
+    let burst = measure(
+        &bench,
+        &watches,
+        "burst",
+        burst,
+        100,
+        Duration::from_secs(600),
+    )
+    .await?;
+    Ok((single, burst, cold_start))
+}
+
+/// Folds several one-Database runs into one summary.
+fn merge(runs: &[Latency]) -> Latency {
+    let pick = |f: fn(&Latency) -> f64| {
+        runs.iter()
+            .map(f)
+            .map(|ms| Duration::from_secs_f64(ms / 1000.0))
+            .collect::<Vec<_>>()
+    };
+    #[allow(clippy::cast_precision_loss)]
+    let throughput = runs.iter().map(|r| r.throughput).sum::<f64>() / runs.len().max(1) as f64;
+    Latency {
+        count: runs.len(),
+        create_call: stats::Summary::of(&pick(|r| r.create_call.p50)),
+        to_statefulset: stats::Summary::of(&pick(|r| r.to_statefulset.p50)),
+        to_running: stats::Summary::of(&pick(|r| r.to_running.p50)),
+        throughput,
+    }
+}
+
+fn print_table(single: &Latency, burst: &Latency, cold_start: Duration, scales: &[Scale]) {
+    println!("\n| measurement | count | p50 ms | p95 ms | max ms |");
+    println!("| --- | --- | --- | --- | --- |");
+    for (label, l) in [("one at a time", single), ("burst", burst)] {
+        for (what, s) in [
+            ("API server create call", l.create_call),
+            ("create to StatefulSet", l.to_statefulset),
+            ("create to Running", l.to_running),
+        ] {
+            println!(
+                "| {what} ({label}) | {} | {:.1} | {:.1} | {:.1} |",
+                s.count, s.p50, s.p95, s.max
+            );
+        }
+    }
+    println!(
+        "\nburst throughput: {:.1} Databases/s ({} created at once)",
+        burst.throughput, burst.count
+    );
+    println!(
+        "controller cold start (process start to first reconcile): {:.0} ms",
+        cold_start.as_secs_f64() * 1000.0
+    );
+    println!(
+        "\n| Databases | converge s | RSS peak MiB | RSS idle MiB | CPU s reconciling | CPU s idle (window) | writes/min idle |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    for s in scales {
+        println!(
+            "| {} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} ({:.0} s) | {:.1} |",
+            s.databases,
+            s.converge_seconds,
+            s.rss_peak_mib,
+            s.rss_idle_mib,
+            s.cpu_reconciling_seconds,
+            s.cpu_idle_seconds,
+            s.idle_window_seconds,
+            s.steady_writes_per_minute
+        );
+    }
+}
+
+fn to_json(
+    profile: &str,
+    single: &Latency,
+    burst: &Latency,
+    cold_start: Duration,
+    scales: &[Scale],
+) -> Value {
+    let latency = |l: &Latency| {
+        json!({"count": l.count, "create_call": l.create_call.to_json(), "create_to_statefulset": l.to_statefulset.to_json(),
+               "create_to_running": l.to_running.to_json(), "throughput_per_second": round(l.throughput)})
+    };
+    json!({
+        "build": profile,
+        "single": latency(single),
+        "burst": latency(burst),
+        "controller_cold_start_ms": round(cold_start.as_secs_f64() * 1000.0),
+        "scale": scales.iter().map(|s| json!({
+            "databases": s.databases, "converge_seconds": round(s.converge_seconds),
+            "rss_peak_mib": round(s.rss_peak_mib), "rss_idle_mib": round(s.rss_idle_mib),
+            "cpu_reconciling_seconds": round(s.cpu_reconciling_seconds), "cpu_idle_seconds": round(s.cpu_idle_seconds),
+            "idle_window_seconds": s.idle_window_seconds, "steady_writes_per_minute": round(s.steady_writes_per_minute),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// The figures must at least be possible: everything measured, nothing negative.
+fn check_sane(single: &Latency, burst: &Latency, scales: &[Scale]) -> anyhow::Result<()> {
+    if single.to_running.count == 0 || burst.to_running.count != burst.count {
+        bail!("some Databases were not measured");
+    }
+    if scales.iter().any(|s| s.rss_idle_mib <= 0.0) {
+        bail!("controller memory could not be read");
+    }
+    Ok(())
+}

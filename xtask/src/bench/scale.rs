@@ -1,0 +1,86 @@
+//! The controller's memory and CPU with many Databases, while they are created and once
+//! they are all Running, and its write calls in steady state.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use testenv::Options;
+
+use super::cluster::{Bench, fake_readiness, wait_until};
+use super::latency::{Watches, measure};
+use super::procstat::{cpu_seconds, rss_mib};
+
+pub struct Scale {
+    pub databases: usize,
+    pub converge_seconds: f64,
+    pub rss_peak_mib: f64,
+    pub rss_idle_mib: f64,
+    pub cpu_reconciling_seconds: f64,
+    pub cpu_idle_seconds: f64,
+    pub idle_window_seconds: f64,
+    pub steady_writes_per_minute: f64,
+}
+
+/// Runs on the apiserver-only tier with StatefulSet readiness written by the benchmark
+/// (thousands of fake Pods would measure kwok, not the controller).
+pub async fn measure_scale(
+    bin_dir: &Path,
+    databases: usize,
+    idle_window: Duration,
+) -> anyhow::Result<Scale> {
+    let bench = Bench::start(Options::default().with_audit()).await?;
+    let readiness = tokio::spawn(fake_readiness(bench.client.clone()));
+    let controller = bench.spawn_controller(bin_dir)?;
+    let pid = controller.pid();
+    wait_until(Duration::from_secs(60), "controller metrics", || async {
+        bench.metric("database_controller_leader").await.is_some()
+    })
+    .await?;
+
+    let cpu_start = cpu_seconds(pid).unwrap_or(0.0);
+    let started = Instant::now();
+    let mut peak = rss_mib(pid).unwrap_or(0.0);
+    if databases > 0 {
+        let watches = Watches::start(&bench.client);
+        let creating = measure(
+            &bench,
+            &watches,
+            "scale",
+            databases,
+            64,
+            Duration::from_secs(1800),
+        );
+        let mut creating = std::pin::pin!(creating);
+        loop {
+            tokio::select! {
+                result = &mut creating => { result?; break; }
+                () = tokio::time::sleep(Duration::from_millis(200)) => peak = peak.max(rss_mib(pid).unwrap_or(0.0)),
+            }
+        }
+    }
+    let converge_seconds = started.elapsed().as_secs_f64();
+    let cpu_reconciling_seconds = cpu_seconds(pid).unwrap_or(0.0) - cpu_start;
+
+    // Let the last status writes and their watch echoes settle, then watch it idle.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let writes_before = bench.controller_writes();
+    let cpu_before = cpu_seconds(pid).unwrap_or(0.0);
+    tokio::time::sleep(idle_window).await;
+    let writes = bench.controller_writes() - writes_before;
+    let cpu_idle_seconds = cpu_seconds(pid).unwrap_or(0.0) - cpu_before;
+    let rss_idle_mib = rss_mib(pid).unwrap_or(0.0);
+    readiness.abort();
+    drop(controller);
+    #[allow(clippy::cast_precision_loss)]
+    let steady_writes_per_minute = writes as f64 * 60.0 / idle_window.as_secs_f64();
+    Ok(Scale {
+        databases,
+        converge_seconds,
+        rss_peak_mib: peak.max(rss_idle_mib),
+        rss_idle_mib,
+        cpu_reconciling_seconds,
+        cpu_idle_seconds,
+        idle_window_seconds: idle_window.as_secs_f64(),
+        steady_writes_per_minute,
+    })
+}
