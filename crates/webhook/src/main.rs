@@ -1,0 +1,178 @@
+//! The `webhook` binary: serves the admission webhook over TLS, or with
+//! `certs bootstrap` prepares its certificates without cert-manager.
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use database_api::validation::{DEFAULT_MAX_STORAGE_GI, Limits};
+use database_webhook::AppState;
+use database_webhook::certs::{self, BootstrapOptions};
+use database_webhook::server::{ServeOptions, Server};
+
+#[derive(Parser)]
+#[command(
+    name = "webhook",
+    version,
+    about = "Validating and defaulting admission webhook for Database objects"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    serve: ServeArgs,
+    /// Log line format.
+    #[arg(long, env = "WEBHOOK_LOG_FORMAT", value_enum, default_value_t = LogFormat::Json, global = true)]
+    log_format: LogFormat,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Certificate management without cert-manager.
+    Certs {
+        #[command(subcommand)]
+        command: CertsCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum CertsCommand {
+    /// Create (or keep, when still valid) a CA and serving certificate in a
+    /// kubernetes.io/tls Secret and write the CA into both webhook configurations.
+    Bootstrap(BootstrapArgs),
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    /// Address the TLS server listens on.
+    #[arg(long, env = "WEBHOOK_BIND_ADDRESS", default_value = "0.0.0.0:9443")]
+    bind_address: SocketAddr,
+    /// Folder holding tls.crt and tls.key; they are reloaded when they change.
+    #[arg(
+        long,
+        env = "WEBHOOK_CERT_DIR",
+        default_value = "/tmp/k8s-webhook-server/serving-certs"
+    )]
+    cert_dir: PathBuf,
+    /// Largest spec.storage accepted, in gibibytes.
+    #[arg(long, env = "WEBHOOK_MAX_STORAGE_GI", default_value_t = DEFAULT_MAX_STORAGE_GI)]
+    max_storage_gi: u64,
+    /// Seconds between checks of the certificate files for a change.
+    #[arg(long, env = "WEBHOOK_CERT_RELOAD_SECONDS", default_value_t = 5)]
+    cert_reload_seconds: u64,
+}
+
+#[derive(Args)]
+struct BootstrapArgs {
+    /// Namespace of the webhook's Service and Secret.
+    #[arg(long, env = "WEBHOOK_NAMESPACE")]
+    namespace: String,
+    /// Name of the webhook's Service; the certificate names SVC.NS.svc[.cluster.local].
+    #[arg(long, env = "WEBHOOK_SERVICE", default_value = "database-webhook")]
+    service: String,
+    /// Name of the kubernetes.io/tls Secret to keep the CA and certificate in.
+    #[arg(long, env = "WEBHOOK_SECRET", default_value = "webhook-server-cert")]
+    secret: String,
+    /// ValidatingWebhookConfiguration to write the caBundle into.
+    #[arg(
+        long,
+        env = "WEBHOOK_VALIDATING_CONFIG",
+        default_value = "database-validating-webhook"
+    )]
+    validating_config: String,
+    /// MutatingWebhookConfiguration to write the caBundle into.
+    #[arg(
+        long,
+        env = "WEBHOOK_MUTATING_CONFIG",
+        default_value = "database-mutating-webhook"
+    )]
+    mutating_config: String,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Json,
+    Plain,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    // One crypto provider for the whole process, before anything builds a TLS config.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let cli = Cli::parse();
+    init_logging(cli.log_format);
+    match cli.command {
+        None => serve(cli.serve).await,
+        Some(Command::Certs {
+            command: CertsCommand::Bootstrap(args),
+        }) => bootstrap(args).await,
+    }
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let listener = TcpListener::bind(args.bind_address)
+        .with_context(|| format!("binding {}", args.bind_address))?;
+    let server = Server::new(
+        listener,
+        ServeOptions {
+            cert_dir: args.cert_dir,
+            reload_interval: Duration::from_secs(args.cert_reload_seconds.max(1)),
+        },
+    )?;
+    tracing::info!(address = %args.bind_address, max_storage_gi = args.max_storage_gi, "serving");
+    let state = AppState::new(Limits {
+        max_storage_gi: args.max_storage_gi,
+    });
+    server.run(state, shutdown_signal()).await?;
+    Ok(())
+}
+
+async fn bootstrap(args: BootstrapArgs) -> anyhow::Result<()> {
+    let client = kube::Client::try_default()
+        .await
+        .context("connecting to the API server")?;
+    let outcome = certs::bootstrap(
+        &client,
+        &BootstrapOptions {
+            namespace: args.namespace,
+            service: args.service,
+            secret: args.secret,
+            validating_config: args.validating_config,
+            mutating_config: args.mutating_config,
+        },
+    )
+    .await?;
+    tracing::info!(?outcome, "bootstrap done");
+    Ok(())
+}
+
+/// Completes on SIGTERM (what kubelet sends) or Ctrl-C.
+async fn shutdown_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        () = terminate => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    match format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Plain => builder.init(),
+    }
+}

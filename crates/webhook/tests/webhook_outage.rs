@@ -1,0 +1,69 @@
+//! With failurePolicy Fail and the webhook down, the matchConditions of deploy/webhook
+//! still let metadata-only updates (the controller's finalizer) and deletion through,
+//! while anything the webhook must judge is refused.
+
+mod common;
+
+use common::{cluster_with_webhook, database, databases};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+const FINALIZER: &str = database_api::constants::FINALIZER;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finalizers_and_deletion_complete_while_the_webhook_is_down_but_a_create_is_refused() {
+    let (_plane, client, mut webhook) = cluster_with_webhook().await;
+    let api = databases(&client);
+    let spec = json!({"engine": "postgres", "version": "16.4", "storage": "10Gi"});
+    api.create(&PostParams::default(), &database("orders-db", &spec))
+        .await
+        .expect("created while the webhook runs");
+
+    webhook.stop().await;
+
+    let add = Patch::Merge(json!({"metadata": {"finalizers": [FINALIZER]}}));
+    api.patch("orders-db", &PatchParams::default(), &add)
+        .await
+        .expect("adding a finalizer skips the webhooks");
+    let annotate =
+        Patch::Merge(json!({"metadata": {"annotations": {"mycompany.io/paused": "true"}}}));
+    api.patch("orders-db", &PatchParams::default(), &annotate)
+        .await
+        .expect("an annotation skips the webhooks");
+
+    let err = api
+        .create(&PostParams::default(), &database("billing-db", &spec))
+        .await
+        .expect_err("a create needs the webhook");
+    let kube::Error::Api(status) = err else {
+        panic!("expected an API error, got {err}")
+    };
+    assert!(
+        status.message.contains("failed calling webhook"),
+        "{}",
+        status.message
+    );
+
+    let grow = Patch::Merge(json!({"spec": {"storage": "20Gi"}}));
+    assert!(
+        api.patch("orders-db", &PatchParams::default(), &grow)
+            .await
+            .is_err(),
+        "a spec change needs the webhook"
+    );
+
+    api.delete("orders-db", &DeleteParams::default())
+        .await
+        .expect("deletion does not call the webhooks");
+    let terminating = api.get("orders-db").await.expect("held by the finalizer");
+    assert!(terminating.metadata.deletion_timestamp.is_some());
+
+    let remove = Patch::Merge(json!({"metadata": {"finalizers": null}}));
+    api.patch("orders-db", &PatchParams::default(), &remove)
+        .await
+        .expect("removing the finalizer skips the webhooks");
+    assert!(
+        api.get_opt("orders-db").await.expect("get").is_none(),
+        "the Database is gone once its finalizer is removed"
+    );
+}
