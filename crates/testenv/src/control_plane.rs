@@ -30,6 +30,8 @@ pub struct Options {
     pub nodes: usize,
     /// Write an audit log of every write request (see [`ControlPlane::audit_events`]).
     pub audit: bool,
+    /// With `audit`, log reads (get, list, watch) too.
+    pub audit_reads: bool,
     /// Extra kube-apiserver flags.
     pub apiserver_args: Vec<String>,
 }
@@ -40,6 +42,7 @@ impl Default for Options {
             full: false,
             nodes: 3,
             audit: false,
+            audit_reads: false,
             apiserver_args: Vec::new(),
         }
     }
@@ -58,6 +61,14 @@ impl Options {
     #[must_use]
     pub fn with_audit(mut self) -> Self {
         self.audit = true;
+        self
+    }
+
+    /// Turns on the audit log of every request, reads included.
+    #[must_use]
+    pub fn with_full_audit(mut self) -> Self {
+        self.audit = true;
+        self.audit_reads = true;
         self
     }
 }
@@ -170,7 +181,15 @@ impl ControlPlane {
         )?;
         let mut args = apiserver_args(&root, etcd_port, api_port, options.full);
         if let Some(audit) = &plane.audit_log {
-            write(&root, "audit-policy.yaml", AUDIT_POLICY)?;
+            write(
+                &root,
+                "audit-policy.yaml",
+                if options.audit_reads {
+                    AUDIT_ALL_POLICY
+                } else {
+                    AUDIT_POLICY
+                },
+            )?;
             args.push(format!(
                 "--audit-policy-file={}",
                 root.join("audit-policy.yaml").display()
@@ -243,6 +262,21 @@ impl ControlPlane {
         std::fs::write(
             &path,
             kubeconfig::render(&self.server, self.ca.cert_pem(), user, &credentials),
+        )?;
+        Ok(path)
+    }
+
+    /// Writes a kubeconfig that authenticates with a bearer `token` (e.g. a
+    /// ServiceAccount token from the TokenRequest API).
+    pub fn kubeconfig_for_token(&self, name: &str, token: &str) -> Result<PathBuf, Error> {
+        let file_name: String = name
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
+        let path = self.dir.path().join(format!("{file_name}.kubeconfig"));
+        std::fs::write(
+            &path,
+            kubeconfig::render_token(&self.server, self.ca.cert_pem(), name, token),
         )?;
         Ok(path)
     }
@@ -405,6 +439,14 @@ fn apiserver_args(root: &Path, etcd_port: u16, port: u16, full: bool) -> Vec<Str
     }
     args
 }
+
+/// Logs every request at Metadata level: enough to see who used which permission.
+const AUDIT_ALL_POLICY: &str = "apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+";
 
 /// Logs every write (and nothing else) at Metadata level: enough to count who wrote what.
 const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1

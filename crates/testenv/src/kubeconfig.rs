@@ -32,3 +32,28 @@ current-context: testenv
 "
     )
 }
+
+/// A kubeconfig whose user authenticates with a bearer token.
+pub fn render_token(server: &str, ca_pem: &str, user: &str, token: &str) -> String {
+    let ca = STANDARD.encode(ca_pem);
+    format!(
+        "apiVersion: v1
+kind: Config
+clusters:
+- name: testenv
+  cluster:
+    server: {server}
+    certificate-authority-data: {ca}
+users:
+- name: {user}
+  user:
+    token: {token}
+contexts:
+- name: testenv
+  context:
+    cluster: testenv
+    user: {user}
+current-context: testenv
+"
+    )
+}

@@ -1,0 +1,311 @@
+//! RBAC proven by use: the controller runs with its ServiceAccount's token and only the
+//! roles in `deploy/`, and does its whole job (leader election, create to Running,
+//! scale, storage growth, deletion of data). The audit log then shows that every rule
+//! of its ClusterRole was used, and that nothing it did was refused.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use database_api::{Database, Phase};
+use database_controller::cli::Cli;
+use e2e::{OPERATOR_NAMESPACE, of_kind, render_default, service_account_kubeconfig};
+use futures::FutureExt;
+use k8s_openapi::api::apps::v1::StatefulSet;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::discovery::{Discovery, Scope};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+use testenv::{ControlPlane, Options};
+
+const CONTROLLER_SA: &str = "database-operator-controller";
+
+/// Applies every rendered object except the workloads (their Pods would be kwok fakes)
+/// and the webhook configurations (no webhook runs in this test).
+async fn install(client: &Client, objects: &[Value]) {
+    let discovery = Discovery::new(client.clone())
+        .run()
+        .await
+        .expect("discovery");
+    let skip = [
+        "Deployment",
+        "Job",
+        "ValidatingWebhookConfiguration",
+        "MutatingWebhookConfiguration",
+    ];
+    for object in objects
+        .iter()
+        .filter(|o| !skip.contains(&o["kind"].as_str().unwrap_or("")))
+    {
+        let (group, version) = match object["apiVersion"].as_str().unwrap_or("").split_once('/') {
+            Some((g, v)) => (g.to_owned(), v.to_owned()),
+            None => (
+                String::new(),
+                object["apiVersion"].as_str().unwrap_or("").to_owned(),
+            ),
+        };
+        let kind = object["kind"].as_str().unwrap_or("");
+        let (resource, caps) = discovery
+            .groups()
+            .filter(|g| g.name() == group)
+            .flat_map(|g| g.versioned_resources(&version))
+            .find(|(r, _)| r.kind == kind)
+            .expect("every rendered kind is served");
+        let api: Api<DynamicObject> = match caps.scope {
+            Scope::Namespaced => Api::namespaced_with(
+                client.clone(),
+                object["metadata"]["namespace"]
+                    .as_str()
+                    .unwrap_or("default"),
+                &resource,
+            ),
+            Scope::Cluster => Api::all_with(client.clone(), &resource),
+        };
+        let dynamic: DynamicObject = serde_json::from_value(object.clone()).expect("object");
+        api.patch(
+            &dynamic.name_any(),
+            &PatchParams::apply("e2e").force(),
+            &Patch::Apply(&dynamic),
+        )
+        .await
+        .expect("applied");
+        if kind == "CustomResourceDefinition" {
+            // Let the new resource be served before anything uses it.
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+    }
+}
+
+async fn wait<F, Fut>(what: &str, timeout: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let started = Instant::now();
+    while !check().await {
+        assert!(started.elapsed() < timeout, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn phase(api: &Api<Database>, name: &str) -> Option<Phase> {
+    api.get_opt(name)
+        .await
+        .ok()
+        .flatten()?
+        .status
+        .map(|s| s.phase)
+}
+
+/// (group, resource[/subresource], verb) of every request `user` made, and those refused.
+fn used_permissions(
+    plane: &ControlPlane,
+    user: &str,
+) -> (BTreeSet<(String, String, String)>, Vec<String>) {
+    let mut permissions = BTreeSet::new();
+    let mut refused = Vec::new();
+    for event in plane
+        .audit_events()
+        .iter()
+        .filter(|e| e["user"]["username"] == user && e["stage"] == "ResponseComplete")
+    {
+        let object = &event["objectRef"];
+        let mut resource = object["resource"].as_str().unwrap_or("").to_owned();
+        if let Some(sub) = object["subresource"].as_str() {
+            resource = format!("{resource}/{sub}");
+        }
+        let permission = (
+            object["apiGroup"].as_str().unwrap_or("").to_owned(),
+            resource,
+            event["verb"].as_str().unwrap_or("").to_owned(),
+        );
+        if event["responseStatus"]["code"] == 403 {
+            refused.push(format!("{permission:?}"));
+        }
+        // A server-side apply that creates the object is authorized as patch and create.
+        if permission.2 == "patch" && event["responseStatus"]["code"] == 201 {
+            permissions.insert((
+                permission.0.clone(),
+                permission.1.clone(),
+                "create".to_owned(),
+            ));
+        }
+        permissions.insert(permission);
+    }
+    (permissions, refused)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_controller_does_its_whole_job_with_only_the_deployed_rbac() {
+    // OwnerReferencesPermissionEnforcement is what makes the databases/finalizers rule
+    // necessary (blockOwnerDeletion on owner references); turn it on as hardened clusters do.
+    let mut options = Options::full().with_full_audit();
+    options
+        .apiserver_args
+        .push("--enable-admission-plugins=OwnerReferencesPermissionEnforcement".to_owned());
+    let plane = ControlPlane::start(options).await.expect("control plane");
+    let client = plane.client().await.expect("admin client");
+    let objects = render_default(&plane).expect("renders");
+    install(&client, &objects).await;
+
+    let kubeconfig = service_account_kubeconfig(&plane, OPERATOR_NAMESPACE, CONTROLLER_SA)
+        .await
+        .expect("token");
+    let cli = Cli::parse_from([
+        "controller",
+        "--kubeconfig",
+        kubeconfig.to_str().expect("path"),
+        "--leader-elect",
+        "--leader-election-namespace",
+        OPERATOR_NAMESPACE,
+        "--metrics-bind-address",
+        "127.0.0.1:0",
+        "--health-probe-bind-address",
+        "127.0.0.1:0",
+        "--log-format",
+        "plain",
+    ]);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let controller = tokio::spawn(database_controller::app::run(cli, stopped.map(|_| ())));
+
+    let dbs: Api<Database> = Api::namespaced(client.clone(), "default");
+    let db: Database = serde_json::from_value(json!({
+        "apiVersion": "mycompany.io/v1", "kind": "Database", "metadata": {"name": "rbac"},
+        "spec": {"engine": "postgres", "version": "16", "storage": "1Gi", "replicas": 2, "deletionPolicy": "Delete"},
+    }))
+    .expect("Database");
+    dbs.create(&PostParams::default(), &db)
+        .await
+        .expect("created");
+    let user = format!("system:serviceaccount:{OPERATOR_NAMESPACE}:{CONTROLLER_SA}");
+    let started = Instant::now();
+    while phase(&dbs, "rbac").await != Some(Phase::Running) {
+        if started.elapsed() > Duration::from_secs(90) {
+            let status = dbs.get("rbac").await.ok().and_then(|d| d.status);
+            panic!(
+                "not Running: {status:?}\nrefused: {:#?}",
+                used_permissions(&plane, &user).1
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    grow_scale_and_delete(&client, &dbs).await;
+
+    let _ = stop.send(());
+    let result = tokio::time::timeout(Duration::from_secs(20), controller)
+        .await
+        .expect("stops")
+        .expect("joins");
+    assert!(result.is_ok(), "controller: {result:?}");
+
+    let (permissions, refused) = used_permissions(&plane, &user);
+    assert!(refused.is_empty(), "refused: {refused:#?}");
+    assert_every_rule_used(&objects, &permissions);
+}
+
+/// Fails on a wildcard, or on a rule of the controller's ClusterRole no request used.
+fn assert_every_rule_used(objects: &[Value], used: &BTreeSet<(String, String, String)>) {
+    let role = of_kind(objects, "ClusterRole")
+        .into_iter()
+        .find(|r| r["metadata"]["name"] == CONTROLLER_SA)
+        .expect("controller ClusterRole");
+    let mut unused = Vec::new();
+    for rule in role["rules"].as_array().expect("rules") {
+        for group in rule["apiGroups"]
+            .as_array()
+            .expect("groups")
+            .iter()
+            .filter_map(Value::as_str)
+        {
+            assert_ne!(group, "*", "wildcard group in {rule}");
+            for resource in rule["resources"]
+                .as_array()
+                .expect("resources")
+                .iter()
+                .filter_map(Value::as_str)
+            {
+                assert_ne!(resource, "*", "wildcard resource in {rule}");
+                for verb in rule["verbs"]
+                    .as_array()
+                    .expect("verbs")
+                    .iter()
+                    .filter_map(Value::as_str)
+                {
+                    assert_ne!(verb, "*", "wildcard verb in {rule}");
+                    // Checked inside admission, never a request of its own: proven by the
+                    // owner references the controller set with the plugin enabled.
+                    if resource == "databases/finalizers" {
+                        continue;
+                    }
+                    if !used.contains(&(group.to_owned(), resource.to_owned(), verb.to_owned())) {
+                        unused.push(format!("{group}/{resource} {verb}"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        unused.is_empty(),
+        "rules nothing used: {unused:#?}\nused: {used:#?}"
+    );
+}
+
+/// Storage growth (claims patched, StatefulSet orphan-deleted and recreated), a scale
+/// down to one instance (budget deleted), and deletion with deletionPolicy Delete.
+async fn grow_scale_and_delete(client: &Client, dbs: &Api<Database>) {
+    // Grow storage (claims patched, StatefulSet orphan-deleted and recreated), then scale
+    // back to one (the PodDisruptionBudget is deleted).
+    dbs.patch(
+        "rbac",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"storage": "2Gi"}})),
+    )
+    .await
+    .expect("grown");
+    let sets: Api<StatefulSet> = Api::namespaced(client.clone(), "default");
+    wait(
+        "StatefulSet recreated with 2Gi",
+        Duration::from_secs(90),
+        || async {
+            let set = sets.get_opt("rbac").await.ok().flatten();
+            let size = set.and_then(|s| {
+                s.spec?
+                    .volume_claim_templates?
+                    .into_iter()
+                    .next()?
+                    .spec?
+                    .resources?
+                    .requests?
+                    .get("storage")
+                    .map(|q| q.0.clone())
+            });
+            size.as_deref() == Some("2Gi")
+        },
+    )
+    .await;
+    dbs.patch(
+        "rbac",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": 1}})),
+    )
+    .await
+    .expect("scaled");
+    wait(
+        "Running with 1 replica",
+        Duration::from_secs(90),
+        || async {
+            let db = dbs.get_opt("rbac").await.ok().flatten();
+            db.and_then(|d| d.status)
+                .is_some_and(|s| s.phase == Phase::Running && s.replicas == 1)
+        },
+    )
+    .await;
+    dbs.delete("rbac", &DeleteParams::default())
+        .await
+        .expect("delete accepted");
+    wait("Database gone", Duration::from_secs(60), || async {
+        dbs.get_opt("rbac").await.ok().flatten().is_none()
+    })
+    .await;
+}
