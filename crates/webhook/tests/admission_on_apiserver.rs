@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{cluster_with_webhook, database, databases, kubectl};
+use common::cluster::{cluster_with_webhook, database, databases, kubectl};
 use database_api::constants::labels;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{cluster_with_webhook, database, databases};
+use common::cluster::{cluster_with_webhook, database, databases};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
