@@ -37,7 +37,14 @@ pub fn set(conditions: &mut Vec<Condition>, mut new: Condition) {
 }
 
 /// A condition observed at `generation`, transitioning `now`.
-pub fn new(type_: &str, status: bool, reason: &str, message: impl Into<String>, generation: Option<i64>, now: &Time) -> Condition {
+pub fn new(
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: impl Into<String>,
+    generation: Option<i64>,
+    now: &Time,
+) -> Condition {
     Condition {
         type_: type_.to_owned(),
         status: if status { TRUE } else { FALSE }.to_owned(),
@@ -58,8 +65,18 @@ mod tests {
 
     #[test]
     fn an_unchanged_status_keeps_its_transition_time() {
-        let mut list = vec![new(READY, false, "Creating", "0/1 ready", Some(1), &time(100))];
-        set(&mut list, new(READY, false, "Creating", "still 0/1", Some(2), &time(200)));
+        let mut list = vec![new(
+            READY,
+            false,
+            "Creating",
+            "0/1 ready",
+            Some(1),
+            &time(100),
+        )];
+        set(
+            &mut list,
+            new(READY, false, "Creating", "still 0/1", Some(2), &time(200)),
+        );
         assert_eq!(list.len(), 1);
         assert_eq!(list[0].last_transition_time, time(100));
         assert_eq!(list[0].message, "still 0/1");
@@ -69,15 +86,27 @@ mod tests {
     #[test]
     fn a_flipped_status_takes_the_new_transition_time() {
         let mut list = vec![new(READY, false, "Creating", "", Some(1), &time(100))];
-        set(&mut list, new(READY, true, "AllReplicasReady", "", Some(1), &time(200)));
-        assert_eq!(find(&list, READY).map(|c| (c.status.as_str(), c.last_transition_time.clone())), Some((TRUE, time(200))));
+        set(
+            &mut list,
+            new(READY, true, "AllReplicasReady", "", Some(1), &time(200)),
+        );
+        assert_eq!(
+            find(&list, READY).map(|c| (c.status.as_str(), c.last_transition_time.clone())),
+            Some((TRUE, time(200)))
+        );
     }
 
     #[test]
     fn a_new_type_is_appended() {
         let mut list = Vec::new();
         set(&mut list, new(PAUSED, true, "Paused", "", None, &time(1)));
-        set(&mut list, new(READY, true, "AllReplicasReady", "", None, &time(1)));
-        assert_eq!(list.iter().map(|c| c.type_.as_str()).collect::<Vec<_>>(), [PAUSED, READY]);
+        set(
+            &mut list,
+            new(READY, true, "AllReplicasReady", "", None, &time(1)),
+        );
+        assert_eq!(
+            list.iter().map(|c| c.type_.as_str()).collect::<Vec<_>>(),
+            [PAUSED, READY]
+        );
     }
 }

@@ -23,7 +23,19 @@ mod tests {
 
     #[test]
     fn anything_else_is_refused() {
-        for bad in ["", "Gi", "10", "10G", "10GB", "100Mi", "1.5Gi", "-1Gi", " 1Gi", "1Gi ", "99999999999999999999999Gi"] {
+        for bad in [
+            "",
+            "Gi",
+            "10",
+            "10G",
+            "10GB",
+            "100Mi",
+            "1.5Gi",
+            "-1Gi",
+            " 1Gi",
+            "1Gi ",
+            "99999999999999999999999Gi",
+        ] {
             assert_eq!(parse_gi(bad), None, "{bad:?}");
         }
     }

@@ -38,6 +38,7 @@ pub async fn run(
             image_registry: cli.image_registry.clone(),
         },
         max_storage_gi: cli.max_storage_gi,
+        before_reconcile: None,
     };
     let ctx = Arc::new(Context::new(
         client.clone(),

@@ -11,11 +11,27 @@ use crate::metrics::Metrics;
 use crate::resources::BuildConfig;
 
 /// Controller settings that are not part of any Database.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Settings {
     pub build: BuildConfig,
     /// Largest `spec.storage` accepted, in GiB (the same limit the webhook enforces).
     pub max_storage_gi: u64,
+    /// Called at the start of every reconcile; `None` in the binary. Fault tests use it
+    /// to make a reconcile panic.
+    pub before_reconcile: Option<ReconcileHook>,
+}
+
+/// A function run before each reconcile.
+pub type ReconcileHook = Arc<dyn Fn(&database_api::Database) + Send + Sync>;
+
+impl std::fmt::Debug for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Settings")
+            .field("build", &self.build)
+            .field("max_storage_gi", &self.max_storage_gi)
+            .field("before_reconcile", &self.before_reconcile.is_some())
+            .finish()
+    }
 }
 
 impl Default for Settings {
@@ -23,6 +39,7 @@ impl Default for Settings {
         Self {
             build: BuildConfig::default(),
             max_storage_gi: database_api::validation::Limits::default().max_storage_gi,
+            before_reconcile: None,
         }
     }
 }

@@ -38,6 +38,8 @@ pub enum Error {
     ResizeClaim { name: String, source: kube::Error },
     #[error("Database has no namespace")]
     MissingNamespace,
+    #[error("reconcile panicked: {0}")]
+    Panicked(String),
     #[error("serializing {0}: {1}")]
     Serialize(&'static str, #[source] serde_json::Error),
 }
@@ -56,6 +58,7 @@ impl Error {
             Error::ResizeClaim { .. } => "resize",
             Error::MissingNamespace => "namespace",
             Error::Serialize(..) => "serialize",
+            Error::Panicked(_) => "panic",
         }
     }
 }

@@ -110,6 +110,9 @@ pub struct ControlPlane {
     kubeconfig: PathBuf,
     audit_log: Option<PathBuf>,
     full: bool,
+    /// How kube-apiserver was started, to start it again (or a second one).
+    apiserver: Option<(PathBuf, Vec<String>)>,
+    etcd_url: String,
 }
 
 impl ControlPlane {
@@ -159,6 +162,8 @@ impl ControlPlane {
             ca,
             dir,
             full: options.full,
+            apiserver: None,
+            etcd_url: String::new(),
         };
         let root = plane.dir.path().to_path_buf();
 
@@ -171,6 +176,7 @@ impl ControlPlane {
             &root,
         )?;
         plane.processes.push(etcd);
+        plane.etcd_url = format!("http://127.0.0.1:{etcd_port}");
         plane.wait_for_port(etcd_port, "etcd").await?;
 
         let api_port = free_port()?;
@@ -204,6 +210,7 @@ impl ControlPlane {
             &args,
             &root,
         )?);
+        plane.apiserver = Some((apiserver_bin, args));
         let client = plane.client().await?;
         plane.wait_for_apiserver(&client).await?;
 
@@ -218,6 +225,83 @@ impl ControlPlane {
                 .await?;
         }
         Ok(plane)
+    }
+
+    /// `http://127.0.0.1:<port>` of etcd's client endpoint.
+    pub fn etcd_url(&self) -> &str {
+        &self.etcd_url
+    }
+
+    /// Stops kube-apiserver (SIGKILL); [`ControlPlane::start_apiserver`] brings it back on
+    /// the same port with the same flags.
+    pub fn stop_apiserver(&mut self) {
+        if let Some(index) = self
+            .processes
+            .iter()
+            .position(|p| p.name() == "kube-apiserver")
+        {
+            let mut process = self.processes.remove(index);
+            process.stop();
+        }
+    }
+
+    /// Starts kube-apiserver again after [`ControlPlane::stop_apiserver`] and waits until
+    /// it is ready.
+    pub async fn start_apiserver(&mut self) -> Result<(), Error> {
+        let Some((binary, args)) = self.apiserver.clone() else {
+            return Ok(());
+        };
+        let process = Process::spawn("kube-apiserver", &binary, &args, self.dir.path())?;
+        // Keep the start order: the API server before its clients, so Drop stops it last
+        // but one.
+        self.processes.insert(1, process);
+        let client = self.client().await?;
+        self.wait_for_apiserver(&client).await
+    }
+
+    /// Starts a second kube-apiserver on the same etcd (another port, no audit log) and
+    /// returns a kubeconfig for it: a way to change the cluster while the first one is
+    /// down.
+    pub async fn start_second_apiserver(&mut self) -> Result<PathBuf, Error> {
+        let Some((binary, args)) = self.apiserver.clone() else {
+            return Err(Error::Io(std::io::Error::other("no API server")));
+        };
+        let port = free_port()?;
+        let args: Vec<String> = args
+            .into_iter()
+            .filter(|a| !a.starts_with("--audit-"))
+            .map(|a| {
+                if a.starts_with("--secure-port=") {
+                    format!("--secure-port={port}")
+                } else {
+                    a
+                }
+            })
+            .collect();
+        self.processes.push(Process::spawn(
+            "kube-apiserver-2",
+            &binary,
+            &args,
+            self.dir.path(),
+        )?);
+        let server = format!("https://127.0.0.1:{port}");
+        let admin = self.ca.issue_client("admin", &["system:masters"])?;
+        let path = self.dir.path().join("second.kubeconfig");
+        std::fs::write(
+            &path,
+            kubeconfig::render(&server, self.ca.cert_pem(), "admin", &admin),
+        )?;
+        let client = client_from(&path).await?;
+        self.wait_for_apiserver(&client).await?;
+        Ok(path)
+    }
+
+    /// Stops a component started by name (e.g. the second API server).
+    pub fn stop_component(&mut self, name: &str) {
+        if let Some(index) = self.processes.iter().position(|p| p.name() == name) {
+            let mut process = self.processes.remove(index);
+            process.stop();
+        }
     }
 
     /// `https://127.0.0.1:<port>` of the API server.

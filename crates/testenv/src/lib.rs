@@ -16,6 +16,7 @@
 pub mod assets;
 mod control_plane;
 mod crd;
+pub mod etcd;
 mod full;
 mod kubeconfig;
 mod pki;

@@ -70,7 +70,11 @@ struct BootstrapArgs {
     #[arg(long, env = "WEBHOOK_NAMESPACE")]
     namespace: String,
     /// Name of the webhook's Service; the certificate names SVC.NS.svc[.cluster.local].
-    #[arg(long, env = "WEBHOOK_SERVICE", default_value = "database-webhook")]
+    #[arg(
+        long,
+        env = "WEBHOOK_SERVICE",
+        default_value = "database-operator-webhook"
+    )]
     service: String,
     /// Name of the kubernetes.io/tls Secret to keep the CA and certificate in.
     #[arg(long, env = "WEBHOOK_SECRET", default_value = "webhook-server-cert")]
@@ -79,14 +83,14 @@ struct BootstrapArgs {
     #[arg(
         long,
         env = "WEBHOOK_VALIDATING_CONFIG",
-        default_value = "database-validating-webhook"
+        default_value = "database-operator-validating-webhook"
     )]
     validating_config: String,
     /// MutatingWebhookConfiguration to write the caBundle into.
     #[arg(
         long,
         env = "WEBHOOK_MUTATING_CONFIG",
-        default_value = "database-mutating-webhook"
+        default_value = "database-operator-mutating-webhook"
     )]
     mutating_config: String,
 }

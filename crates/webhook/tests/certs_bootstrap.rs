@@ -21,8 +21,8 @@ fn options() -> BootstrapOptions {
         namespace: NAMESPACE.into(),
         service: "database-webhook".into(),
         secret: "webhook-server-cert".into(),
-        validating_config: "database-validating-webhook".into(),
-        mutating_config: "database-mutating-webhook".into(),
+        validating_config: "validating-webhook".into(),
+        mutating_config: "mutating-webhook".into(),
     }
 }
 
@@ -52,13 +52,10 @@ async fn ca_bundles(client: &kube::Client) -> Vec<Vec<u8>> {
     let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
     let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
     let v = validating
-        .get("database-validating-webhook")
+        .get("validating-webhook")
         .await
         .expect("validating");
-    let m = mutating
-        .get("database-mutating-webhook")
-        .await
-        .expect("mutating");
+    let m = mutating.get("mutating-webhook").await.expect("mutating");
     let mut bundles: Vec<Vec<u8>> = Vec::new();
     for hook in v.webhooks.unwrap_or_default() {
         bundles.push(
@@ -119,6 +116,12 @@ async fn bootstrap_creates_then_reuses_then_replaces_the_secret_and_writes_the_c
             "bootstrap",
             "--namespace",
             NAMESPACE,
+            "--service",
+            "database-webhook",
+            "--validating-config",
+            "validating-webhook",
+            "--mutating-config",
+            "mutating-webhook",
         ])
         .env("KUBECONFIG", plane.kubeconfig())
         .output()

@@ -44,8 +44,18 @@ const RECREATE_REQUEUE: Duration = Duration::from_secs(2);
 /// Reconciles one Database and records metrics.
 pub async fn reconcile(db: Arc<Database>, ctx: Arc<Context>) -> Result<Action, Error> {
     let started = Instant::now();
-    // Boxed: the reconcile future is large and lives across many awaits.
-    let result = Box::pin(reconcile_inner(&db, &ctx)).await;
+    // kube's Controller does not catch panics: one would end the whole controller. A
+    // panic is turned into an error of this one reconcile, retried with backoff.
+    let guarded = std::panic::AssertUnwindSafe(async {
+        if let Some(hook) = &ctx.settings.before_reconcile {
+            hook(&db);
+        }
+        Box::pin(reconcile_inner(&db, &ctx)).await
+    });
+    let result = match futures::FutureExt::catch_unwind(guarded).await {
+        Ok(result) => result,
+        Err(payload) => Err(Error::Panicked(panic_message(payload.as_ref()))),
+    };
     let labels = ResultLabels {
         result: if result.is_ok() { "ok" } else { "error" },
     };
@@ -442,6 +452,14 @@ fn is_paused(db: &Database) -> bool {
     db.annotations()
         .get(PAUSED_ANNOTATION)
         .is_some_and(|v| v == "true")
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_owned())
 }
 
 /// The current time, whole seconds: the API server stores condition times that way, so

@@ -26,6 +26,7 @@ pub struct Env {
     /// Admin client for the test's own reads and writes.
     pub client: Client,
     pub metrics: Arc<Metrics>,
+    pub settings: Settings,
     controller: Option<Running>,
 }
 
@@ -36,6 +37,17 @@ struct Running {
 
 impl Env {
     pub async fn start(options: Options) -> Self {
+        Self::start_with(options, Settings::default()).await
+    }
+
+    pub async fn start_with(options: Options, settings: Settings) -> Self {
+        // Controller logs in test output when asked for (RUST_LOG=...).
+        if std::env::var_os("RUST_LOG").is_some() {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+                .with_test_writer()
+                .try_init();
+        }
         let plane = ControlPlane::start(options)
             .await
             .expect("control plane starts");
@@ -54,6 +66,7 @@ impl Env {
             plane,
             client,
             metrics: Arc::new(Metrics::default()),
+            settings,
             controller: None,
         };
         env.start_controller().await;
@@ -84,7 +97,7 @@ impl Env {
         let client = self.controller_client().await;
         let ctx = Arc::new(Context::new(
             client,
-            Settings::default(),
+            self.settings.clone(),
             self.metrics.clone(),
             Some("test".into()),
         ));
