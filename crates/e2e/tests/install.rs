@@ -139,7 +139,13 @@ async fn operator_and_database_pods_pass_pod_security_restricted() {
         );
         db.metadata.namespace = Some(OPERATOR_NAMESPACE.to_owned());
         let set = build_statefulset(&db, &BuildConfig::default(), "1Gi");
-        let template = serde_json::to_value(set.spec.expect("spec").template.spec).expect("json");
+        let mut template =
+            serde_json::to_value(set.spec.expect("spec").template.spec).expect("json");
+        // The StatefulSet controller adds the claim's volume to each Pod it creates.
+        template["volumes"]
+            .as_array_mut()
+            .expect("volumes")
+            .push(json!({"name": "data", "persistentVolumeClaim": {"claimName": "data-check-0"}}));
         let pod = pod_from_template(&format!("db-{engine}"), OPERATOR_NAMESPACE, &template);
         dry_run_create(&pods, &pod)
             .await

@@ -20,19 +20,13 @@ use testenv::{ControlPlane, Options};
 
 const CONTROLLER_SA: &str = "database-operator-controller";
 
-/// Applies every rendered object except the workloads (their Pods would be kwok fakes)
-/// and the webhook configurations (no webhook runs in this test).
-async fn install(client: &Client, objects: &[Value]) {
+/// Applies the rendered objects, except the kinds in `skip` (the workloads, whose Pods
+/// would be kwok fakes, and where no webhook runs, its configurations).
+async fn install(client: &Client, objects: &[Value], skip: &[&str]) {
     let discovery = Discovery::new(client.clone())
         .run()
         .await
         .expect("discovery");
-    let skip = [
-        "Deployment",
-        "Job",
-        "ValidatingWebhookConfiguration",
-        "MutatingWebhookConfiguration",
-    ];
     for object in objects
         .iter()
         .filter(|o| !skip.contains(&o["kind"].as_str().unwrap_or("")))
@@ -146,7 +140,17 @@ async fn the_controller_does_its_whole_job_with_only_the_deployed_rbac() {
     let plane = ControlPlane::start(options).await.expect("control plane");
     let client = plane.client().await.expect("admin client");
     let objects = render_default(&plane).expect("renders");
-    install(&client, &objects).await;
+    install(
+        &client,
+        &objects,
+        &[
+            "Deployment",
+            "Job",
+            "ValidatingWebhookConfiguration",
+            "MutatingWebhookConfiguration",
+        ],
+    )
+    .await;
 
     let kubeconfig = service_account_kubeconfig(&plane, OPERATOR_NAMESPACE, CONTROLLER_SA)
         .await
@@ -308,4 +312,65 @@ async fn grow_scale_and_delete(client: &Client, dbs: &Api<Database>) {
         dbs.get_opt("rbac").await.ok().flatten().is_none()
     })
     .await;
+}
+
+#[tokio::test]
+async fn the_webhook_certificate_bootstrap_works_with_only_the_deployed_rbac() {
+    let plane = ControlPlane::start(Options::default().with_full_audit())
+        .await
+        .expect("control plane");
+    let client = plane.client().await.expect("admin client");
+    let objects = render_default(&plane).expect("renders");
+    install(&client, &objects, &["Deployment", "Job"]).await;
+    let job = of_kind(&objects, "Job")[0];
+    let args: Vec<&str> = job["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let flag = |name: &str| {
+        args.iter()
+            .find_map(|a| a.strip_prefix(&format!("--{name}=")))
+            .expect("flag in the Job")
+            .to_owned()
+    };
+    let options = database_webhook::certs::BootstrapOptions {
+        namespace: OPERATOR_NAMESPACE.to_owned(),
+        service: flag("service"),
+        secret: flag("secret"),
+        validating_config: flag("validating-config"),
+        mutating_config: flag("mutating-config"),
+    };
+    let kubeconfig =
+        service_account_kubeconfig(&plane, OPERATOR_NAMESPACE, "database-operator-webhook")
+            .await
+            .expect("token");
+    let webhook_client = testenv::client_from(&kubeconfig).await.expect("client");
+    database_webhook::certs::bootstrap(&webhook_client, &options)
+        .await
+        .expect("bootstrap as the webhook's ServiceAccount");
+    database_webhook::certs::bootstrap(&webhook_client, &options)
+        .await
+        .expect("a second run reuses the Secret");
+
+    let validating: Api<
+        k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration,
+    > = Api::all(client.clone());
+    let config = validating
+        .get(&options.validating_config)
+        .await
+        .expect("configuration");
+    let bundle = config
+        .webhooks
+        .unwrap_or_default()
+        .first()
+        .and_then(|w| w.client_config.ca_bundle.clone());
+    assert!(
+        bundle.is_some_and(|b| String::from_utf8_lossy(&b.0).contains("BEGIN CERTIFICATE")),
+        "caBundle written"
+    );
+    let user = format!("system:serviceaccount:{OPERATOR_NAMESPACE}:database-operator-webhook");
+    let (_, refused) = used_permissions(&plane, &user);
+    assert!(refused.is_empty(), "refused: {refused:#?}");
 }
