@@ -234,3 +234,59 @@ async fn latency_over_one_keep_alive_connection_is_reported() {
     // A generous bound: this is a report, not a benchmark, and the machine is shared.
     assert!(p99 < Duration::from_millis(100), "p99 {p99:?}");
 }
+
+#[tokio::test]
+async fn a_client_that_never_finishes_its_handshake_or_its_headers_is_disconnected() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let webhook = Webhook::start();
+    let addr = webhook.addr;
+    // Connects and sends nothing: cut off by the handshake timeout (5 s).
+    let started = std::time::Instant::now();
+    let mut silent = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let mut buf = [0u8; 16];
+    let read =
+        tokio::time::timeout(std::time::Duration::from_secs(15), silent.read(&mut buf)).await;
+    assert!(
+        matches!(read, Ok(Ok(0) | Err(_))),
+        "the server kept a silent client: {read:?}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(12),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // Finishes TLS, then dribbles a request line and stops: cut off by the header timeout.
+    let started = std::time::Instant::now();
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(rustls::pki_types::CertificateDer::from(common::der_of(
+            webhook.ca.cert_pem(),
+        )))
+        .expect("CA");
+    let config = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("name");
+    let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let mut slow = connector.connect(name, tcp).await.expect("TLS");
+    slow.write_all(b"POST /validate-mycompany-io-v1-database HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .expect("partial headers");
+    let read = tokio::time::timeout(std::time::Duration::from_secs(20), slow.read(&mut buf)).await;
+    let answered_or_closed = match read {
+        Ok(Ok(n)) => n == 0 || buf.starts_with(b"HTTP/1.1 408") || buf.starts_with(b"HTTP/1.1 4"),
+        Ok(Err(_)) => true,
+        Err(_) => false,
+    };
+    assert!(
+        answered_or_closed,
+        "a slow client held the connection: {read:?}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+}

@@ -4,7 +4,8 @@
 
 mod common;
 
-use common::cluster::{cluster_with_webhook, database, databases};
+use common::Webhook;
+use common::cluster::{cluster_with_webhook, database, databases, register, wait_until_in_effect};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
@@ -66,4 +67,35 @@ async fn finalizers_and_deletion_complete_while_the_webhook_is_down_but_a_create
         api.get_opt("orders-db").await.expect("get").is_none(),
         "the Database is gone once its finalizer is removed"
     );
+
+    // Nothing was half-written by the refused create, and all works again once a
+    // webhook is back.
+    assert!(
+        api.get_opt("billing-db").await.expect("get").is_none(),
+        "the refused create stored nothing"
+    );
+    let validating: kube::Api<
+        k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration,
+    > = kube::Api::all(client.clone());
+    let mutating: kube::Api<
+        k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration,
+    > = kube::Api::all(client.clone());
+    for name in ["validating-webhook"] {
+        validating
+            .delete(name, &DeleteParams::default())
+            .await
+            .expect("validating configuration removed");
+    }
+    for name in ["mutating-webhook"] {
+        mutating
+            .delete(name, &DeleteParams::default())
+            .await
+            .expect("mutating configuration removed");
+    }
+    let back = Webhook::start();
+    register(&client, &back).await;
+    wait_until_in_effect(&client).await;
+    api.create(&PostParams::default(), &database("billing-db", &spec))
+        .await
+        .expect("creates work again once the webhook is back");
 }
