@@ -16,7 +16,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use testenv::process::Process;
-use testenv::{ControlPlane, Options, TestCa};
+use testenv::{ControlPlane, Options, TestCa, free_port};
 
 const NAMESPACE: &str = "demo";
 const TIMEOUT: Duration = Duration::from_secs(180);
@@ -273,10 +273,4 @@ async fn wait_for_port(port: u16) -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     Ok(())
-}
-
-fn free_port() -> std::io::Result<u16> {
-    Ok(std::net::TcpListener::bind(("127.0.0.1", 0))?
-        .local_addr()?
-        .port())
 }

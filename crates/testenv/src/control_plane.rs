@@ -10,7 +10,7 @@ use tempfile::TempDir;
 
 use crate::assets;
 use crate::full;
-use crate::kubeconfig;
+use crate::kubeconfig::{self, Credentials};
 use crate::pki::{self, TestCa};
 use crate::ports::free_port;
 use crate::process::Process;
@@ -183,7 +183,12 @@ impl ControlPlane {
         plane.server = format!("https://127.0.0.1:{api_port}");
         std::fs::write(
             &plane.kubeconfig,
-            kubeconfig::render(&plane.server, plane.ca.cert_pem(), "admin", &admin),
+            kubeconfig::render(
+                &plane.server,
+                plane.ca.cert_pem(),
+                "admin",
+                &Credentials::ClientCertificate(&admin),
+            ),
         )?;
         let mut args = apiserver_args(&root, etcd_port, api_port, options.full);
         if let Some(audit) = &plane.audit_log {
@@ -289,7 +294,12 @@ impl ControlPlane {
         let path = self.dir.path().join("second.kubeconfig");
         std::fs::write(
             &path,
-            kubeconfig::render(&server, self.ca.cert_pem(), "admin", &admin),
+            kubeconfig::render(
+                &server,
+                self.ca.cert_pem(),
+                "admin",
+                &Credentials::ClientCertificate(&admin),
+            ),
         )?;
         let client = client_from(&path).await?;
         self.wait_for_apiserver(&client).await?;
@@ -338,6 +348,20 @@ impl ControlPlane {
     /// e.g. to run a component with exactly the RBAC it is granted.
     pub fn kubeconfig_for(&self, user: &str, groups: &[&str]) -> Result<PathBuf, Error> {
         let credentials = self.ca.issue_client(user, groups)?;
+        self.write_kubeconfig(user, &Credentials::ClientCertificate(&credentials))
+    }
+
+    /// Writes a kubeconfig that authenticates with a bearer `token` (e.g. a
+    /// ServiceAccount token from the TokenRequest API).
+    pub fn kubeconfig_for_token(&self, name: &str, token: &str) -> Result<PathBuf, Error> {
+        self.write_kubeconfig(name, &Credentials::Token(token))
+    }
+
+    fn write_kubeconfig(
+        &self,
+        user: &str,
+        credentials: &Credentials<'_>,
+    ) -> Result<PathBuf, Error> {
         let file_name: String = user
             .chars()
             .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
@@ -345,22 +369,7 @@ impl ControlPlane {
         let path = self.dir.path().join(format!("{file_name}.kubeconfig"));
         std::fs::write(
             &path,
-            kubeconfig::render(&self.server, self.ca.cert_pem(), user, &credentials),
-        )?;
-        Ok(path)
-    }
-
-    /// Writes a kubeconfig that authenticates with a bearer `token` (e.g. a
-    /// ServiceAccount token from the TokenRequest API).
-    pub fn kubeconfig_for_token(&self, name: &str, token: &str) -> Result<PathBuf, Error> {
-        let file_name: String = name
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-            .collect();
-        let path = self.dir.path().join(format!("{file_name}.kubeconfig"));
-        std::fs::write(
-            &path,
-            kubeconfig::render_token(&self.server, self.ca.cert_pem(), name, token),
+            kubeconfig::render(&self.server, self.ca.cert_pem(), user, credentials),
         )?;
         Ok(path)
     }

@@ -5,37 +5,23 @@ use base64::engine::general_purpose::STANDARD;
 
 use crate::pki::CertifiedKey;
 
-/// A kubeconfig with one cluster, one user (client certificate) and one context.
-pub fn render(server: &str, ca_pem: &str, user: &str, credentials: &CertifiedKey) -> String {
-    let ca = STANDARD.encode(ca_pem);
-    let cert = STANDARD.encode(&credentials.cert_pem);
-    let key = STANDARD.encode(&credentials.key_pem);
-    format!(
-        "apiVersion: v1
-kind: Config
-clusters:
-- name: testenv
-  cluster:
-    server: {server}
-    certificate-authority-data: {ca}
-users:
-- name: {user}
-  user:
-    client-certificate-data: {cert}
-    client-key-data: {key}
-contexts:
-- name: testenv
-  context:
-    cluster: testenv
-    user: {user}
-current-context: testenv
-"
-    )
+/// How a kubeconfig's user proves who it is.
+pub enum Credentials<'a> {
+    ClientCertificate(&'a CertifiedKey),
+    Token(&'a str),
 }
 
-/// A kubeconfig whose user authenticates with a bearer token.
-pub fn render_token(server: &str, ca_pem: &str, user: &str, token: &str) -> String {
+/// A kubeconfig with one cluster, one user and one context.
+pub fn render(server: &str, ca_pem: &str, user: &str, credentials: &Credentials<'_>) -> String {
     let ca = STANDARD.encode(ca_pem);
+    let auth = match credentials {
+        Credentials::ClientCertificate(key) => format!(
+            "    client-certificate-data: {}\n    client-key-data: {}",
+            STANDARD.encode(&key.cert_pem),
+            STANDARD.encode(&key.key_pem)
+        ),
+        Credentials::Token(token) => format!("    token: {token}"),
+    };
     format!(
         "apiVersion: v1
 kind: Config
@@ -47,7 +33,7 @@ clusters:
 users:
 - name: {user}
   user:
-    token: {token}
+{auth}
 contexts:
 - name: testenv
   context:

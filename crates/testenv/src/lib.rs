@@ -27,3 +27,4 @@ pub use control_plane::{ControlPlane, Error, Options, client_from};
 pub use crd::install_crd;
 pub use full::STORAGE_CLASS;
 pub use pki::{CertifiedKey, TestCa};
+pub use ports::free_port;

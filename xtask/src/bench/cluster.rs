@@ -15,7 +15,7 @@ use kube::runtime::watcher::{self, watcher};
 use kube::{Client, CustomResourceExt, ResourceExt};
 use serde_json::json;
 use testenv::process::Process;
-use testenv::{ControlPlane, Options};
+use testenv::{ControlPlane, Options, free_port};
 
 pub const NAMESPACE: &str = "bench";
 pub const CONTROLLER_USER: &str = "database-controller";
@@ -175,10 +175,4 @@ where
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     Ok(())
-}
-
-pub fn free_port() -> std::io::Result<u16> {
-    Ok(std::net::TcpListener::bind(("127.0.0.1", 0))?
-        .local_addr()?
-        .port())
 }
