@@ -95,21 +95,6 @@ async fn create_and_wait(client: &Client, name: &str) {
     }
 }
 
-fn writes_by(plane: &ControlPlane, user: &str) -> Vec<String> {
-    plane
-        .audit_events()
-        .into_iter()
-        .filter(|e| e["user"]["username"] == user && e["stage"] == "ResponseComplete")
-        .map(|e| {
-            format!(
-                "{} {}",
-                e["verb"].as_str().unwrap_or(""),
-                e["requestURI"].as_str().unwrap_or("")
-            )
-        })
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_replica_reconciles_and_a_standby_takes_over() {
     let plane = ControlPlane::start(Options::default().with_audit())
@@ -132,13 +117,14 @@ async fn one_replica_reconciles_and_a_standby_takes_over() {
     let b = start_replica(&plane, "replica-b");
     create_and_wait(&client, "first").await;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let standby_writes = writes_by(&plane, "replica-b");
+    let standby_writes = plane.request_lines_by("replica-b");
     assert!(
         standby_writes.is_empty(),
         "the standby wrote: {standby_writes:#?}"
     );
     assert!(
-        writes_by(&plane, "replica-a")
+        plane
+            .request_lines_by("replica-a")
             .iter()
             .any(|w| w.contains("statefulsets")),
         "the leader reconciled"

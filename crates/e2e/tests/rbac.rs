@@ -98,11 +98,7 @@ fn used_permissions(
 ) -> (BTreeSet<(String, String, String)>, Vec<String>) {
     let mut permissions = BTreeSet::new();
     let mut refused = Vec::new();
-    for event in plane
-        .audit_events()
-        .iter()
-        .filter(|e| e["user"]["username"] == user && e["stage"] == "ResponseComplete")
-    {
+    for event in &plane.requests_by(user) {
         let object = &event["objectRef"];
         let mut resource = object["resource"].as_str().unwrap_or("").to_owned();
         if let Some(sub) = object["subresource"].as_str() {

@@ -394,6 +394,28 @@ impl ControlPlane {
             .collect()
     }
 
+    /// The completed requests `user` made, from the audit log, oldest first.
+    pub fn requests_by(&self, user: &str) -> Vec<serde_json::Value> {
+        self.audit_events()
+            .into_iter()
+            .filter(|e| e["user"]["username"] == user && e["stage"] == "ResponseComplete")
+            .collect()
+    }
+
+    /// `requests_by(user)` as `"<verb> <request URI>"` lines, for assertion messages.
+    pub fn request_lines_by(&self, user: &str) -> Vec<String> {
+        self.requests_by(user)
+            .iter()
+            .map(|e| {
+                format!(
+                    "{} {}",
+                    e["verb"].as_str().unwrap_or(""),
+                    e["requestURI"].as_str().unwrap_or("")
+                )
+            })
+            .collect()
+    }
+
     /// The last lines of one component's log.
     pub fn log_tail(&self, component: &str, lines: usize) -> Option<String> {
         self.processes

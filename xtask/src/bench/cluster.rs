@@ -125,13 +125,7 @@ impl Bench {
 
     /// Writes by the controller's user in the audit log.
     pub fn controller_writes(&self) -> usize {
-        self.plane
-            .audit_events()
-            .iter()
-            .filter(|e| {
-                e["user"]["username"] == CONTROLLER_USER && e["stage"] == "ResponseComplete"
-            })
-            .count()
+        self.plane.requests_by(CONTROLLER_USER).len()
     }
 }
 

@@ -146,20 +146,7 @@ impl Env {
 
     /// Writes by the controller's user recorded in the audit log so far.
     pub fn controller_writes(&self) -> Vec<String> {
-        self.plane
-            .audit_events()
-            .into_iter()
-            .filter(|e| {
-                e["user"]["username"] == CONTROLLER_USER && e["stage"] == "ResponseComplete"
-            })
-            .map(|e| {
-                format!(
-                    "{} {}",
-                    e["verb"].as_str().unwrap_or(""),
-                    e["requestURI"].as_str().unwrap_or("")
-                )
-            })
-            .collect()
+        self.plane.request_lines_by(CONTROLLER_USER)
     }
 }
 
