@@ -11,8 +11,9 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{Secret, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
-use kube::runtime::watcher;
-use kube::{Api, Client};
+use kube::runtime::reflector;
+use kube::runtime::{Predicate as _, PredicateConfig, WatchStreamExt as _, predicates, watcher};
+use kube::{Api, Client, ResourceExt as _};
 
 use crate::context::Context;
 use crate::reconcile::{error_policy, reconcile};
@@ -73,16 +74,33 @@ fn controller(client: &Client, namespace: Option<&str>, concurrency: u16) -> Con
         labels::MANAGED_BY,
         labels::MANAGED_BY_VALUE
     ));
-    Controller::new(
+    let (reader, writer) = reflector::store();
+    let databases = watcher(
         api::<Database>(client, namespace),
         watcher::Config::default().any_semantic(),
     )
-    .with_config(ControllerConfig::default().concurrency(concurrency))
-    .trigger_backoff(WatchBackoff::default())
-    .owns(api::<StatefulSet>(client, namespace), owned.clone())
-    .owns(api::<Service>(client, namespace), owned.clone())
-    .owns(api::<Secret>(client, namespace), owned.clone())
-    .owns(api::<PodDisruptionBudget>(client, namespace), owned)
+    // Nothing reads managedFields, and they are a large part of each cached object.
+    .modify(|db| db.managed_fields_mut().clear())
+    .reflect(writer)
+    .applied_objects()
+    // The status the controller writes needs no reconcile in reply: only a spec change
+    // (marking for deletion bumps the generation too), labels, annotations (the pause
+    // switch) or finalizers (one removed by hand is put back) bring a Database back.
+    // The cache above still sees every change.
+    .predicate_filter(
+        predicates::generation
+            .combine(predicates::labels)
+            .combine(predicates::annotations)
+            .combine(predicates::finalizers),
+        PredicateConfig::default(),
+    );
+    Controller::for_stream(databases, reader)
+        .with_config(ControllerConfig::default().concurrency(concurrency))
+        .trigger_backoff(WatchBackoff::default())
+        .owns(api::<StatefulSet>(client, namespace), owned.clone())
+        .owns(api::<Service>(client, namespace), owned.clone())
+        .owns(api::<Secret>(client, namespace), owned.clone())
+        .owns(api::<PodDisruptionBudget>(client, namespace), owned)
 }
 
 /// Retry delays for broken watches: 0.5 s doubling to 2 s. kube's default climbs to

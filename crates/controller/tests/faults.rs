@@ -134,8 +134,10 @@ async fn the_controller_converges_after_sigkills_during_a_hundred_operations() {
         .plane
         .kubeconfig_for(CONTROLLER_USER, &["system:masters"])
         .expect("kubeconfig");
-    let seed = u64::from(std::process::id()) ^ 0x5eed;
-    eprintln!("chaos seed {seed}");
+    // FAULT_SEED repeats a failing run; FAULT_OPERATIONS makes a longer one.
+    let seed = testenv::count_from_env("FAULT_SEED", u64::from(std::process::id()) ^ 0x5eed);
+    let operations = testenv::count_from_env("FAULT_OPERATIONS", 100);
+    eprintln!("chaos seed {seed}, {operations} operations");
     let mut rng = Rng(seed);
     let controller = Arc::new(Mutex::new(Some(spawn_controller(&env, &kubeconfig))));
     let passwords: Passwords = Arc::default();
@@ -177,7 +179,7 @@ async fn the_controller_converges_after_sigkills_during_a_hundred_operations() {
     let mut live: BTreeMap<String, i32> = BTreeMap::new();
     let mut deleted = Vec::new();
     let (mut created_count, mut updated_count, mut deleted_count) = (0, 0, 0);
-    for i in 0..100 {
+    for i in 0..operations {
         let op = if live.is_empty() { 0 } else { rng.below(3) };
         let pick = |rng: &mut Rng, live: &BTreeMap<String, i32>| {
             let keys: Vec<&String> = live.keys().collect();

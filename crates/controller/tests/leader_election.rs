@@ -136,7 +136,8 @@ async fn one_replica_reconciles_and_a_standby_takes_over() {
     let (mut leader, mut leader_name, mut standby, mut standby_name) =
         (a, "replica-a", b, "replica-b");
     let (mut crashes, mut clean_stops) = (Vec::new(), Vec::new());
-    for trial in 0..4 {
+    // FAILOVER_TRIALS makes a longer run.
+    for trial in 0..testenv::count_from_env("FAILOVER_TRIALS", 4) {
         let crash = trial % 2 == 0;
         let stopped = Instant::now();
         if crash {

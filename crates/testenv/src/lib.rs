@@ -18,6 +18,7 @@ mod control_plane;
 mod crd;
 pub mod etcd;
 mod full;
+pub mod https;
 mod kubeconfig;
 mod pki;
 mod ports;
@@ -28,3 +29,13 @@ pub use crd::install_crd;
 pub use full::STORAGE_CLASS;
 pub use pki::{CertifiedKey, TestCa};
 pub use ports::free_port;
+
+/// A count for a fault test: the environment variable `var` when it holds a number
+/// (`cargo xtask test --long` sets the longer runs), else `default`, the bounded run
+/// every test command makes.
+pub fn count_from_env(var: &str, default: u64) -> u64 {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(default)
+}
