@@ -220,6 +220,46 @@ async fn deleting_a_database_releases_the_finalizer() {
     .await;
 }
 
+/// The Database watch skips the controller's own status writes, but a finalizer change
+/// still brings the Database back: one removed by hand is put back.
+#[tokio::test]
+async fn a_finalizer_removed_by_hand_is_put_back() {
+    let env = Env::start(Options::default()).await;
+    env.create(
+        "kept",
+        json!({"engine": "mysql", "version": "8.4", "storage": "1Gi"}),
+    )
+    .await;
+    let has_finalizer =
+        |db: &database_api::Database| db.finalizers().iter().any(|f| f == FINALIZER);
+    eventually(WAIT, "finalizer and status", || async {
+        env.databases()
+            .get("kept")
+            .await
+            .ok()
+            .filter(|d| has_finalizer(d) && d.status.is_some())
+    })
+    .await;
+    let removed = env
+        .databases()
+        .patch(
+            "kept",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .expect("finalizer removed");
+    assert!(!has_finalizer(&removed), "the patch removed the finalizer");
+    eventually(WAIT, "finalizer back", || async {
+        env.databases()
+            .get("kept")
+            .await
+            .ok()
+            .filter(|d| has_finalizer(d))
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn a_database_whose_owned_objects_are_gone_is_still_deleted() {
     let mut env = Env::start(Options::default()).await;
