@@ -15,6 +15,7 @@ fn valid_spec() -> serde_json::Value {
 
 async fn connect(webhook: &Webhook) -> Connection {
     TlsClient::new(webhook.ca.cert_pem())
+        .expect("client")
         .connect(webhook.addr)
         .await
         .expect("TLS connection")
@@ -28,6 +29,7 @@ async fn reviews_are_answered_over_tls_1_3_and_tls_1_2() {
         (&rustls::version::TLS12, rustls::ProtocolVersion::TLSv1_2),
     ] {
         let mut connection = TlsClient::with_versions(webhook.ca.cert_pem(), &[version])
+            .expect("client")
             .connect(webhook.addr)
             .await
             .expect("handshake");
@@ -42,30 +44,82 @@ async fn reviews_are_answered_over_tls_1_3_and_tls_1_2() {
     }
 }
 
-#[tokio::test]
-async fn a_tls_1_1_client_is_refused() {
-    let webhook = Webhook::start();
+/// What `openssl s_client` made of a handshake with the webhook: whether it succeeded
+/// and what it printed. `None` when openssl is not installed.
+async fn s_client(webhook: &Webhook, args: &[&str]) -> Option<(bool, String)> {
     // tokio's Command, so the server keeps running on this test's runtime meanwhile.
-    let Ok(output) = tokio::process::Command::new("openssl")
-        .args(["s_client", "-tls1_1", "-connect"])
+    let output = tokio::process::Command::new("openssl")
+        .arg("s_client")
+        .args(args)
+        .arg("-connect")
         .arg(webhook.addr.to_string())
         .stdin(std::process::Stdio::null())
         .output()
         .await
-    else {
+        .ok()?;
+    Some((
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+    ))
+}
+
+/// Security level 0 lets the client really offer old protocols and weak suites (the
+/// distribution's default level would refuse them before anything is sent).
+const ANY_CIPHER: &str = "ALL:@SECLEVEL=0";
+
+/// Suites without forward secrecy or without AEAD: static-RSA key exchange, CBC, 3DES,
+/// RC4 and NULL, the ones scanners flag.
+const WEAK_CIPHERS: &str = "AES128-SHA:AES256-SHA:AES128-SHA256:AES128-GCM-SHA256:AES256-GCM-SHA384:\
+DES-CBC3-SHA:RC4-SHA:NULL-SHA256:ECDHE-RSA-AES128-SHA:ECDHE-ECDSA-AES128-SHA:\
+ECDHE-RSA-AES256-SHA384:ECDHE-ECDSA-AES256-SHA384:ECDHE-RSA-DES-CBC3-SHA:@SECLEVEL=0";
+
+const STRONG_CIPHERS: &str = "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:\
+ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305";
+
+#[tokio::test]
+async fn clients_offering_tls_1_0_or_1_1_are_refused() {
+    let webhook = Webhook::start();
+    // The same client with TLS 1.2 gets through, so a refusal below is the server's.
+    let Some((ok, stdout)) = s_client(&webhook, &["-tls1_2", "-cipher", ANY_CIPHER]).await else {
         eprintln!("openssl is not installed; the server config test covers the versions");
         return;
     };
-    let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
-        !output.status.success(),
-        "TLS 1.1 handshake succeeded: {stdout}"
+        ok && stdout.contains("Protocol  : TLSv1.2"),
+        "TLS 1.2 failed: {stdout}"
     );
-    // s_client prints the protocol it tried even when the handshake fails; the server
-    // sending no certificate is what shows that no session was made.
+    for version in ["-tls1", "-tls1_1"] {
+        let (ok, stdout) = s_client(&webhook, &[version, "-cipher", ANY_CIPHER])
+            .await
+            .expect("openssl ran before");
+        assert!(!ok, "{version} handshake succeeded: {stdout}");
+        // The server sending no certificate is what shows that no session was made.
+        assert!(
+            stdout.contains("no peer certificate available"),
+            "a {version} session was made: {stdout}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn clients_offering_only_weak_tls_1_2_ciphers_are_refused() {
+    let webhook = Webhook::start();
+    let Some((ok, stdout)) = s_client(&webhook, &["-tls1_2", "-cipher", STRONG_CIPHERS]).await
+    else {
+        eprintln!("openssl is not installed; rustls offers no weak suite to test");
+        return;
+    };
+    assert!(
+        ok && stdout.contains("Cipher is ECDHE-"),
+        "strong suites failed: {stdout}"
+    );
+    let (ok, stdout) = s_client(&webhook, &["-tls1_2", "-cipher", WEAK_CIPHERS])
+        .await
+        .expect("openssl ran before");
+    assert!(!ok, "a weak suite was accepted: {stdout}");
     assert!(
         stdout.contains("no peer certificate available"),
-        "a TLS 1.1 session was made: {stdout}"
+        "a session was made with a weak suite: {stdout}"
     );
 }
 
@@ -76,7 +130,8 @@ async fn a_client_offering_only_h2_is_refused_because_the_server_speaks_http_1_1
         webhook.ca.cert_pem(),
         &[&rustls::version::TLS13],
         vec![b"h2".to_vec()],
-    );
+    )
+    .expect("client");
     assert!(client.connect(webhook.addr).await.is_err());
 }
 
@@ -129,7 +184,7 @@ async fn bad_requests_over_tls_get_400_and_413() {
 #[tokio::test]
 async fn certificate_rotation_under_load_fails_no_request() {
     let webhook = Webhook::start();
-    let client = TlsClient::new(webhook.ca.cert_pem());
+    let client = TlsClient::new(webhook.ca.cert_pem()).expect("client");
     let first = der_of(&std::fs::read_to_string(webhook.cert_dir().join("tls.crt")).expect("cert"));
 
     // Two loops run while the certificate is replaced twice: one over a single

@@ -99,3 +99,56 @@ async fn finalizers_and_deletion_complete_while_the_webhook_is_down_but_a_create
         .await
         .expect("creates work again once the webhook is back");
 }
+
+/// The API server going away and coming back needs nothing from the webhook: the same
+/// webhook process, never restarted, judges and defaults again once the API server is up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admission_works_again_after_an_api_server_restart_without_restarting_the_webhook() {
+    let (mut plane, client, _webhook) = cluster_with_webhook().await;
+    let api = databases(&client);
+    let spec = json!({"engine": "postgres", "version": "16.4", "storage": "10Gi"});
+    api.create(&PostParams::default(), &database("before-restart", &spec))
+        .await
+        .expect("created before the restart");
+
+    plane.stop_apiserver();
+    assert!(
+        api.get_opt("before-restart").await.is_err(),
+        "the API server is really down"
+    );
+    plane.start_apiserver().await.expect("API server back");
+
+    // The restarted API server reads the configurations again and calls the same
+    // webhook: a denial comes from the validating one, the label from the mutating one.
+    wait_until_in_effect(&client).await;
+    let err = api
+        .create(
+            &PostParams::default(),
+            &database(
+                "too-old",
+                &json!({"engine": "postgres", "version": "12", "storage": "1Gi"}),
+            ),
+        )
+        .await
+        .expect_err("the webhook still refuses an unsupported version");
+    assert!(
+        err.to_string().contains("postgres 12 is not supported"),
+        "{err}"
+    );
+    let created = api
+        .create(&PostParams::default(), &database("after-restart", &spec))
+        .await
+        .expect("created after the restart");
+    assert!(
+        created
+            .metadata
+            .labels
+            .unwrap_or_default()
+            .contains_key(database_api::constants::labels::NAME),
+        "the mutating webhook defaulted the new Database"
+    );
+    assert!(
+        api.get_opt("before-restart").await.expect("get").is_some(),
+        "what was stored before the restart is still there"
+    );
+}
