@@ -3,20 +3,17 @@
 //! webhook and the controller as local processes, and the samples from `deploy/samples`
 //! running until every Database is Running. Ctrl-C stops it all.
 
-use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, bail};
+use anyhow::bail;
 use database_api::{Database, Phase};
-use k8s_openapi::ByteString;
-use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhookConfiguration, WebhookClientConfig,
-};
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 use testenv::process::Process;
-use testenv::{ControlPlane, Options, TestCa, free_port};
+use testenv::{ControlPlane, Options, free_port};
+
+use crate::local_webhook::LocalWebhook;
 
 const NAMESPACE: &str = "demo";
 const TIMEOUT: Duration = Duration::from_secs(180);
@@ -87,28 +84,10 @@ async fn demo(args: &DemoArgs) -> anyhow::Result<()> {
     )?;
 
     println!("demo: issuing a certificate for the webhook and starting it");
-    let ca = TestCa::new("database-demo-ca")?;
-    let serving = ca.issue_server(&["127.0.0.1", "localhost"])?;
-    let cert_dir = plane.dir().join("webhook-certs");
-    std::fs::create_dir_all(&cert_dir)?;
-    std::fs::write(cert_dir.join("tls.crt"), &serving.cert_pem)?;
-    std::fs::write(cert_dir.join("tls.key"), &serving.key_pem)?;
-    let webhook_port = free_port()?;
     let bin = root.join("target/debug");
-    let webhook_args = vec![
-        format!("--bind-address=127.0.0.1:{webhook_port}"),
-        format!("--cert-dir={}", cert_dir.display()),
-        "--log-format=plain".to_owned(),
-    ];
-    let _webhook = Process::spawn("webhook", &bin.join("webhook"), &webhook_args, plane.dir())?;
-    wait_for_port(webhook_port).await?;
-    register_webhooks(
-        &client,
-        &root.join("deploy/webhook"),
-        webhook_port,
-        ca.cert_pem(),
-    )
-    .await?;
+    let webhook = LocalWebhook::spawn(&plane, &bin)?;
+    webhook.wait_ready(Duration::from_secs(30)).await?;
+    webhook.register(&client).await?;
 
     println!("demo: starting the controller");
     let controller_args = vec![
@@ -160,44 +139,6 @@ Logs: {logs}/controller.log and {logs}/webhook.log",
     tokio::signal::ctrl_c().await?;
     println!("demo: stopping");
     Ok(())
-}
-
-/// Applies the webhook configurations from `deploy/webhook`, pointed at the local
-/// webhook by URL (a Service cannot be reached without a Pod network) and trusting `ca`.
-async fn register_webhooks(client: &Client, dir: &Path, port: u16, ca: &str) -> anyhow::Result<()> {
-    let ca_bundle = ByteString(ca.as_bytes().to_vec());
-    let local = |config: &mut WebhookClientConfig| {
-        let path = config
-            .service
-            .as_ref()
-            .and_then(|s| s.path.clone())
-            .unwrap_or_default();
-        config.service = None;
-        config.url = Some(format!("https://127.0.0.1:{port}{path}"));
-        config.ca_bundle = Some(ca_bundle.clone());
-    };
-    let params = PatchParams::apply("database-demo").force();
-    let mut validating: ValidatingWebhookConfiguration = read_yaml(&dir.join("validating.yaml"))?;
-    for webhook in validating.webhooks.iter_mut().flatten() {
-        local(&mut webhook.client_config);
-    }
-    let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    api.patch(&validating.name_any(), &params, &Patch::Apply(&validating))
-        .await?;
-    let mut mutating: MutatingWebhookConfiguration = read_yaml(&dir.join("mutating.yaml"))?;
-    for webhook in mutating.webhooks.iter_mut().flatten() {
-        local(&mut webhook.client_config);
-    }
-    let api: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-    api.patch(&mutating.name_any(), &params, &Patch::Apply(&mutating))
-        .await?;
-    Ok(())
-}
-
-fn read_yaml<T: serde::de::DeserializeOwned>(path: &Path) -> anyhow::Result<T> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    serde_saphyr::from_str(&text).with_context(|| format!("parsing {}", path.display()))
 }
 
 async fn wait_until_running(client: &Client) -> anyhow::Result<()> {
@@ -259,18 +200,4 @@ async fn retry<T>(mut attempt: impl FnMut() -> anyhow::Result<T>) -> anyhow::Res
             Err(err) => return Err(err),
         }
     }
-}
-
-async fn wait_for_port(port: u16) -> anyhow::Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .is_err()
-    {
-        if Instant::now() > deadline {
-            bail!("nothing listens on 127.0.0.1:{port}");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    Ok(())
 }

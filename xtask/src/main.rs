@@ -4,6 +4,7 @@ mod bench;
 mod cluster;
 mod control_plane;
 mod demo;
+mod local_webhook;
 mod manifests;
 mod test;
 

@@ -9,6 +9,11 @@ use anyhow::bail;
 
 #[derive(clap::Args)]
 pub struct TestArgs {
+    /// Longer fault runs: 1,000 operations under SIGKILLs and 20 failover trials (about
+    /// half an hour more). Each can also be set alone through FAULT_OPERATIONS and
+    /// FAILOVER_TRIALS; FAULT_SEED repeats a chaos run.
+    #[arg(long)]
+    pub long: bool,
     /// Arguments passed on to `cargo test` after `--` (e.g. a test name filter).
     #[arg(trailing_var_arg = true)]
     pub cargo_test_args: Vec<String>,
@@ -23,7 +28,15 @@ pub fn run(args: &TestArgs) -> anyhow::Result<()> {
     // Components already running (e.g. `cargo xtask cluster up`) are not the tests' doing.
     let before = leftover_components();
     let tests = Instant::now();
-    let status = Command::new(env!("CARGO"))
+    let mut command = Command::new(env!("CARGO"));
+    if args.long {
+        for (var, value) in [("FAULT_OPERATIONS", "1000"), ("FAILOVER_TRIALS", "20")] {
+            if std::env::var_os(var).is_none() {
+                command.env(var, value);
+            }
+        }
+    }
+    let status = command
         .current_dir(crate::workspace_root())
         .args(["test", "--workspace", "--locked", "--no-fail-fast"])
         .args(&args.cargo_test_args)

@@ -25,6 +25,8 @@ pub struct Latency {
     pub to_running: Summary,
     /// Databases per second from the first create to the last Running.
     pub throughput: f64,
+    /// Seconds from the first create to the last Running.
+    pub wall_seconds: f64,
 }
 
 /// Records when each StatefulSet is first seen and each Database first shows Running.
@@ -78,9 +80,21 @@ impl Watches {
         }
     }
 
+    /// How many of `names` were seen. Called every few milliseconds while thousands of
+    /// Databases converge, so the name-by-name scan runs only once enough are seen.
     fn count(map: &Seen, names: &[String]) -> usize {
+        map.lock().map_or(0, |m| {
+            if m.len() < names.len() {
+                return 0;
+            }
+            names.iter().filter(|n| m.contains_key(*n)).count()
+        })
+    }
+
+    /// How many names starting with `prefix` were seen, for progress lines.
+    fn count_prefixed(map: &Seen, prefix: &str) -> usize {
         map.lock()
-            .map_or(0, |m| names.iter().filter(|n| m.contains_key(*n)).count())
+            .map_or(0, |m| m.keys().filter(|k| k.starts_with(prefix)).count())
     }
 
     fn delays(map: &Seen, created: &[(String, Instant, Duration)]) -> Vec<Duration> {
@@ -115,6 +129,22 @@ pub async fn measure(
     timeout: Duration,
 ) -> anyhow::Result<Latency> {
     let started = Instant::now();
+    let progress = (count >= 100).then(|| {
+        let (sets, running) = (watches.statefulsets.clone(), watches.running.clone());
+        let prefix = format!("{prefix}-");
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(10)).await;
+                println!(
+                    "bench:   {:>4.0} s: {} StatefulSets, {} Running of {count}",
+                    started.elapsed().as_secs_f64(),
+                    Watches::count_prefixed(&sets, &prefix),
+                    Watches::count_prefixed(&running, &prefix),
+                );
+            }
+        })
+    });
+    let _stop_progress = progress.map(AbortOnDrop);
     let created = bench.create_many(prefix, count, parallel).await?;
     let names: Vec<String> = created.iter().map(|(n, ..)| n.clone()).collect();
     wait_until(timeout, &format!("{count} Databases Running"), || async {
@@ -131,5 +161,15 @@ pub async fn measure(
         to_statefulset: Summary::of(&Watches::delays(&watches.statefulsets, &created)),
         to_running: Summary::of(&Watches::delays(&watches.running, &created)),
         throughput,
+        wall_seconds: wall.as_secs_f64(),
     })
+}
+
+/// Stops a background task when the measurement it reports on ends, however it ends.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }

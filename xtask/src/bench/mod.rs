@@ -3,13 +3,17 @@
 //!
 //! Parts: create-to-StatefulSet and create-to-Running for one Database and for a burst
 //! (full tier: real StatefulSet controller, scheduler and kwok Pods); the controller's
-//! cold start; its memory, CPU and steady-state writes at several scales.
+//! cold start; its memory, CPU and steady-state writes at several scales; the webhook's
+//! cold start, latency and throughput, direct and through the API server. Ends with the
+//! targets, met or missed.
 
 mod cluster;
 mod latency;
 mod procstat;
 mod scale;
 mod stats;
+mod targets;
+mod webhook;
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -23,6 +27,8 @@ use self::cluster::{Bench, wait_until};
 use self::latency::{Latency, Watches, measure};
 use self::scale::{Scale, measure_scale};
 use self::stats::round;
+use self::targets::Target;
+use self::webhook::{Requests, WebhookFigures};
 
 #[derive(clap::Args)]
 pub struct BenchArgs {
@@ -71,11 +77,29 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
             println!("bench: scale {count}");
             scale_results.push(measure_scale(&bin_dir, count, Duration::from_secs(idle)).await?);
         }
-        anyhow::Ok((single, burst, cold_start, scale_results))
+        println!("bench: webhook");
+        let requests = if args.smoke {
+            Requests {
+                direct: 500,
+                api_server: 100,
+            }
+        } else {
+            Requests {
+                direct: 20_000,
+                api_server: 2_000,
+            }
+        };
+        let webhook = webhook::measure(&bin_dir, &requests).await?;
+        anyhow::Ok((single, burst, cold_start, scale_results, webhook))
     })?;
-    let (single, burst, cold_start, scales) = results;
+    let (single, burst, cold_start, scales, webhook) = results;
+    let targets = targets::evaluate(&single, &burst, &scales, &webhook);
     print_table(&single, &burst, cold_start, &scales);
-    let json = to_json(profile, &single, &burst, cold_start, &scales);
+    print_webhook(&webhook);
+    print_targets(&targets);
+    let mut json = to_json(profile, &single, &burst, cold_start, &scales);
+    json["webhook"] = webhook_json(&webhook);
+    json["targets"] = targets.iter().map(Target::to_json).collect();
     let out = crate::workspace_root().join("target/bench");
     std::fs::create_dir_all(&out)?;
     let file = out.join(if args.smoke {
@@ -88,6 +112,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     check_sane(&single, &burst, &scales)
 }
 
+/// Builds the controller and webhook binaries; returns the folder holding them.
 fn build(profile: &str) -> anyhow::Result<PathBuf> {
     let mut command = Command::new(env!("CARGO"));
     command.current_dir(crate::workspace_root()).args([
@@ -95,6 +120,8 @@ fn build(profile: &str) -> anyhow::Result<PathBuf> {
         "--locked",
         "-p",
         "database-controller",
+        "-p",
+        "database-webhook",
         "--bins",
     ]);
     if profile == "release" {
@@ -175,6 +202,7 @@ fn merge(runs: &[Latency]) -> Latency {
         to_statefulset: stats::Summary::of(&pick(|r| r.to_statefulset.p50)),
         to_running: stats::Summary::of(&pick(|r| r.to_running.p50)),
         throughput,
+        wall_seconds: runs.iter().map(|r| r.wall_seconds).fold(0.0, f64::max),
     }
 }
 
@@ -218,6 +246,52 @@ fn print_table(single: &Latency, burst: &Latency, cold_start: Duration, scales: 
             s.steady_writes_per_minute
         );
     }
+}
+
+fn print_webhook(webhook: &WebhookFigures) {
+    println!(
+        "\nwebhook cold start (process start to /readyz over TLS): {:.0} ms",
+        webhook.cold_start.as_secs_f64() * 1000.0
+    );
+    println!(
+        "\n| webhook admission | concurrency | requests | p50 ms | p99 ms | max ms | requests/s |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    for load in &webhook.loads {
+        println!(
+            "| {} | {} | {} | {:.3} | {:.3} | {:.3} | {:.0} |",
+            load.route.label(),
+            load.concurrency,
+            load.latency.count,
+            load.latency.p50,
+            load.latency.p99,
+            load.latency.max,
+            load.per_second
+        );
+    }
+}
+
+fn print_targets(targets: &[Target]) {
+    println!("\n| target | measured | met |");
+    println!("| --- | --- | --- |");
+    for target in targets {
+        println!(
+            "| {} | {} | {} |",
+            target.name,
+            target.measured,
+            if target.met { "yes" } else { "MISSED" }
+        );
+    }
+}
+
+fn webhook_json(webhook: &WebhookFigures) -> Value {
+    json!({
+        "cold_start_ms": round(webhook.cold_start.as_secs_f64() * 1000.0),
+        "loads": webhook.loads.iter().map(|l| json!({
+            "route": l.route.label(), "concurrency": l.concurrency,
+            "latency": l.latency.to_json(), "requests_per_second": round(l.per_second),
+        })).collect::<Vec<_>>(),
+    })
 }
 
 fn to_json(

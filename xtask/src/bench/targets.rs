@@ -1,0 +1,87 @@
+//! The targets the benchmark is judged by, each with what was measured and whether it
+//! was met. A miss is reported, never hidden: the benchmark itself does not fail on one.
+
+use serde_json::{Value, json};
+
+use super::latency::Latency;
+use super::scale::Scale;
+use super::webhook::{Route, WebhookFigures};
+
+pub struct Target {
+    pub name: String,
+    pub measured: String,
+    pub met: bool,
+}
+
+impl Target {
+    pub fn to_json(&self) -> Value {
+        json!({"target": self.name, "measured": self.measured, "met": self.met})
+    }
+}
+
+/// Every target whose figure this run measured.
+pub fn evaluate(
+    single: &Latency,
+    burst: &Latency,
+    scales: &[Scale],
+    webhook: &WebhookFigures,
+) -> Vec<Target> {
+    let mut targets = Vec::new();
+    let at = |count: usize| scales.iter().find(|s| s.databases == count);
+    if let Some(scale) = at(10_000) {
+        targets.push(Target {
+            name: "controller memory under 64 MiB with 10,000 Databases".to_owned(),
+            measured: format!(
+                "{:.1} MiB peak, {:.1} MiB idle",
+                scale.rss_peak_mib, scale.rss_idle_mib
+            ),
+            met: scale.rss_peak_mib < 64.0,
+        });
+    }
+    if let Some(scale) = scales
+        .iter()
+        .filter(|s| s.databases >= 1_000 || scales.iter().all(|s| s.databases < 1_000))
+        .find(|s| s.databases > 0)
+    {
+        targets.push(Target {
+            name: format!(
+                "0 steady-state writes with {} Ready Databases",
+                scale.databases
+            ),
+            measured: format!(
+                "{:.1} writes/min over {:.0} s",
+                scale.steady_writes_per_minute, scale.idle_window_seconds
+            ),
+            met: scale.steady_writes_per_minute == 0.0,
+        });
+    }
+    if let Some(load) = webhook
+        .loads
+        .iter()
+        .find(|l| l.route == Route::Direct && l.concurrency == 16)
+    {
+        targets.push(Target {
+            name: "webhook p99 under 2 ms at concurrency 16, direct".to_owned(),
+            measured: format!("{:.2} ms", load.latency.p99),
+            met: load.latency.p99 < 2.0,
+        });
+    }
+    targets.push(Target {
+        name: format!("{} Databases all Running within 60 s", burst.count),
+        measured: format!(
+            "last Running {:.1} s after its create, all in {:.1} s",
+            burst.to_running.max / 1000.0,
+            burst.wall_seconds
+        ),
+        met: burst.wall_seconds < 60.0,
+    });
+    targets.push(Target {
+        name: "create to StatefulSet p50 within twice the API server's create latency".to_owned(),
+        measured: format!(
+            "{:.1} ms vs 2 x {:.1} ms",
+            single.to_statefulset.p50, single.create_call.p50
+        ),
+        met: single.to_statefulset.p50 <= 2.0 * single.create_call.p50,
+    });
+    targets
+}
