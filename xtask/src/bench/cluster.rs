@@ -135,7 +135,10 @@ pub async fn fake_readiness(client: Client) {
     let sets: Api<StatefulSet> = Api::namespaced(client, NAMESPACE);
     let stream = watcher(sets.clone(), watcher::Config::default()).default_backoff();
     let mut stream = std::pin::pin!(stream.applied_objects());
-    while let Some(Ok(set)) = stream.next().await {
+    // A watch error (e.g. 410 Gone under load) is retried by the backoff; the loop
+    // goes on.
+    while let Some(item) = stream.next().await {
+        let Ok(set) = item else { continue };
         let replicas = set.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
         let generation = set.metadata.generation;
         let status = set.status.as_ref();

@@ -23,15 +23,21 @@ pub struct Latency {
     pub create_call: Summary,
     pub to_statefulset: Summary,
     pub to_running: Summary,
+    /// From the StatefulSet reporting every replica ready to the Database showing
+    /// Running: the controller's share of create to Running (the rest is the StatefulSet
+    /// controller, the scheduler, volume binding and kwok).
+    pub ready_to_running: Summary,
     /// Databases per second from the first create to the last Running.
     pub throughput: f64,
     /// Seconds from the first create to the last Running.
     pub wall_seconds: f64,
 }
 
-/// Records when each StatefulSet is first seen and each Database first shows Running.
+/// Records when each StatefulSet is first seen and first has every replica ready, and
+/// when each Database first shows Running.
 pub struct Watches {
     statefulsets: Seen,
+    sets_ready: Seen,
     running: Seen,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -39,17 +45,28 @@ pub struct Watches {
 impl Watches {
     pub fn start(client: &Client) -> Self {
         let statefulsets: Seen = Arc::default();
+        let sets_ready: Seen = Arc::default();
         let running: Seen = Arc::default();
         let sets: Api<StatefulSet> = Api::namespaced(client.clone(), NAMESPACE);
-        let seen = statefulsets.clone();
+        let (seen, ready) = (statefulsets.clone(), sets_ready.clone());
         let sets_task = tokio::spawn(async move {
             let mut stream = std::pin::pin!(
                 watcher(sets, watcher::Config::default())
                     .default_backoff()
                     .applied_objects()
             );
-            while let Some(Ok(set)) = stream.next().await {
+            // A watch error (e.g. 410 Gone under load) is retried by the backoff; the loop
+            // goes on.
+            while let Some(item) = stream.next().await {
+                let Ok(set) = item else { continue };
                 if let Ok(mut map) = seen.lock() {
+                    map.entry(set.name_any()).or_insert_with(Instant::now);
+                }
+                let wanted = set.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+                let ready_replicas = set.status.as_ref().and_then(|s| s.ready_replicas);
+                if ready_replicas >= Some(wanted)
+                    && let Ok(mut map) = ready.lock()
+                {
                     map.entry(set.name_any()).or_insert_with(Instant::now);
                 }
             }
@@ -62,7 +79,10 @@ impl Watches {
                     .default_backoff()
                     .applied_objects()
             );
-            while let Some(Ok(db)) = stream.next().await {
+            // A watch error (e.g. 410 Gone under load) is retried by the backoff; the loop
+            // goes on.
+            while let Some(item) = stream.next().await {
+                let Ok(db) = item else { continue };
                 if db
                     .status
                     .as_ref()
@@ -75,6 +95,7 @@ impl Watches {
         });
         Self {
             statefulsets,
+            sets_ready,
             running,
             tasks: vec![sets_task, dbs_task],
         }
@@ -95,6 +116,19 @@ impl Watches {
     fn count_prefixed(map: &Seen, prefix: &str) -> usize {
         map.lock()
             .map_or(0, |m| m.keys().filter(|k| k.starts_with(prefix)).count())
+    }
+
+    /// For each created name, from when it shows in `from` to when it shows in `to`.
+    fn between(from: &Seen, to: &Seen, created: &[(String, Instant, Duration)]) -> Vec<Duration> {
+        let (Ok(from), Ok(to)) = (from.lock(), to.lock()) else {
+            return Vec::new();
+        };
+        created
+            .iter()
+            .filter_map(|(name, ..)| {
+                Some(to.get(name)?.saturating_duration_since(*from.get(name)?))
+            })
+            .collect()
     }
 
     fn delays(map: &Seen, created: &[(String, Instant, Duration)]) -> Vec<Duration> {
@@ -160,6 +194,11 @@ pub async fn measure(
         create_call: Summary::of(&calls),
         to_statefulset: Summary::of(&Watches::delays(&watches.statefulsets, &created)),
         to_running: Summary::of(&Watches::delays(&watches.running, &created)),
+        ready_to_running: Summary::of(&Watches::between(
+            &watches.sets_ready,
+            &watches.running,
+            &created,
+        )),
         throughput,
         wall_seconds: wall.as_secs_f64(),
     })

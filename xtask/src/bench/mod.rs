@@ -44,6 +44,20 @@ pub struct BenchArgs {
     /// Seconds to watch an idle controller at each scale.
     #[arg(long, default_value_t = 60)]
     pub idle_seconds: u64,
+    /// Run only these parts (default: all).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub only: Vec<Part>,
+}
+
+/// The parts of the benchmark, each on a control plane of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Part {
+    /// Create to StatefulSet and to Running, single and burst; controller cold start.
+    Latency,
+    /// Controller memory, CPU and writes at each `--scale`.
+    Scale,
+    /// Webhook cold start, latency and throughput.
+    Webhook,
 }
 
 impl BenchArgs {
@@ -54,7 +68,12 @@ impl BenchArgs {
             burst: 20,
             scale: vec![0, 20],
             idle_seconds: 5,
+            only: Vec::new(),
         }
+    }
+
+    fn runs(&self, part: Part) -> bool {
+        self.only.is_empty() || self.only.contains(&part)
     }
 }
 
@@ -70,35 +89,54 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let results = runtime.block_on(async {
-        let (single, burst, cold_start) = latency_run(&bin_dir, burst).await?;
-        let mut scale_results = Vec::new();
-        for count in scales {
-            println!("bench: scale {count}");
-            scale_results.push(measure_scale(&bin_dir, count, Duration::from_secs(idle)).await?);
-        }
-        println!("bench: webhook");
-        let requests = if args.smoke {
-            Requests {
-                direct: 500,
-                api_server: 100,
-            }
+    let (latency, scales, webhook) = runtime.block_on(async {
+        let latency = if args.runs(Part::Latency) {
+            Some(latency_run(&bin_dir, burst).await?)
         } else {
-            Requests {
-                direct: 20_000,
-                api_server: 2_000,
-            }
+            None
         };
-        let webhook = webhook::measure(&bin_dir, &requests).await?;
-        anyhow::Ok((single, burst, cold_start, scale_results, webhook))
+        let mut scale_results = Vec::new();
+        if args.runs(Part::Scale) {
+            for count in scales {
+                println!("bench: scale {count}");
+                scale_results
+                    .push(measure_scale(&bin_dir, count, Duration::from_secs(idle)).await?);
+            }
+        }
+        let webhook = if args.runs(Part::Webhook) {
+            println!("bench: webhook");
+            let requests = if args.smoke {
+                Requests {
+                    direct: 500,
+                    api_server: 100,
+                }
+            } else {
+                Requests {
+                    direct: 20_000,
+                    api_server: 2_000,
+                }
+            };
+            Some(webhook::measure(&bin_dir, &requests).await?)
+        } else {
+            None
+        };
+        anyhow::Ok((latency, scale_results, webhook))
     })?;
-    let (single, burst, cold_start, scales, webhook) = results;
-    let targets = targets::evaluate(&single, &burst, &scales, &webhook);
-    print_table(&single, &burst, cold_start, &scales);
-    print_webhook(&webhook);
+    let targets = targets::evaluate(latency.as_ref(), &scales, webhook.as_ref());
+    let mut json = json!({"build": profile});
+    if let Some((single, burst, cold_start)) = &latency {
+        print_latency(single, burst, *cold_start);
+        json["latency"] = latency_json(single, burst, *cold_start);
+    }
+    if !scales.is_empty() {
+        print_scales(&scales);
+        json["scale"] = scales_json(&scales);
+    }
+    if let Some(webhook) = &webhook {
+        print_webhook(webhook);
+        json["webhook"] = webhook_json(webhook);
+    }
     print_targets(&targets);
-    let mut json = to_json(profile, &single, &burst, cold_start, &scales);
-    json["webhook"] = webhook_json(&webhook);
     json["targets"] = targets.iter().map(Target::to_json).collect();
     let out = crate::workspace_root().join("target/bench");
     std::fs::create_dir_all(&out)?;
@@ -109,7 +147,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     });
     std::fs::write(&file, serde_json::to_vec_pretty(&json)?)?;
     println!("\nwrote {}", file.display());
-    check_sane(&single, &burst, &scales)
+    check_sane(latency.as_ref(), &scales)
 }
 
 /// Builds the controller and webhook binaries; returns the folder holding them.
@@ -201,12 +239,13 @@ fn merge(runs: &[Latency]) -> Latency {
         create_call: stats::Summary::of(&pick(|r| r.create_call.p50)),
         to_statefulset: stats::Summary::of(&pick(|r| r.to_statefulset.p50)),
         to_running: stats::Summary::of(&pick(|r| r.to_running.p50)),
+        ready_to_running: stats::Summary::of(&pick(|r| r.ready_to_running.p50)),
         throughput,
         wall_seconds: runs.iter().map(|r| r.wall_seconds).fold(0.0, f64::max),
     }
 }
 
-fn print_table(single: &Latency, burst: &Latency, cold_start: Duration, scales: &[Scale]) {
+fn print_latency(single: &Latency, burst: &Latency, cold_start: Duration) {
     println!("\n| measurement | count | p50 ms | p95 ms | max ms |");
     println!("| --- | --- | --- | --- | --- |");
     for (label, l) in [("one at a time", single), ("burst", burst)] {
@@ -214,6 +253,7 @@ fn print_table(single: &Latency, burst: &Latency, cold_start: Duration, scales: 
             ("API server create call", l.create_call),
             ("create to StatefulSet", l.to_statefulset),
             ("create to Running", l.to_running),
+            ("StatefulSet ready to Running", l.ready_to_running),
         ] {
             println!(
                 "| {what} ({label}) | {} | {:.1} | {:.1} | {:.1} |",
@@ -229,6 +269,9 @@ fn print_table(single: &Latency, burst: &Latency, cold_start: Duration, scales: 
         "controller cold start (process start to first reconcile): {:.0} ms",
         cold_start.as_secs_f64() * 1000.0
     );
+}
+
+fn print_scales(scales: &[Scale]) {
     println!(
         "\n| Databases | converge s | RSS peak MiB | RSS idle MiB | CPU s reconciling | CPU s idle (window) | writes/min idle |"
     );
@@ -294,34 +337,37 @@ fn webhook_json(webhook: &WebhookFigures) -> Value {
     })
 }
 
-fn to_json(
-    profile: &str,
-    single: &Latency,
-    burst: &Latency,
-    cold_start: Duration,
-    scales: &[Scale],
-) -> Value {
+fn latency_json(single: &Latency, burst: &Latency, cold_start: Duration) -> Value {
     let latency = |l: &Latency| {
         json!({"count": l.count, "create_call": l.create_call.to_json(), "create_to_statefulset": l.to_statefulset.to_json(),
-               "create_to_running": l.to_running.to_json(), "throughput_per_second": round(l.throughput)})
+               "create_to_running": l.to_running.to_json(),
+               "statefulset_ready_to_running": l.ready_to_running.to_json(),
+               "throughput_per_second": round(l.throughput), "wall_seconds": round(l.wall_seconds)})
     };
     json!({
-        "build": profile,
         "single": latency(single),
         "burst": latency(burst),
         "controller_cold_start_ms": round(cold_start.as_secs_f64() * 1000.0),
-        "scale": scales.iter().map(|s| json!({
-            "databases": s.databases, "converge_seconds": round(s.converge_seconds),
-            "rss_peak_mib": round(s.rss_peak_mib), "rss_idle_mib": round(s.rss_idle_mib),
-            "cpu_reconciling_seconds": round(s.cpu_reconciling_seconds), "cpu_idle_seconds": round(s.cpu_idle_seconds),
-            "idle_window_seconds": s.idle_window_seconds, "steady_writes_per_minute": round(s.steady_writes_per_minute),
-        })).collect::<Vec<_>>(),
     })
 }
 
+fn scales_json(scales: &[Scale]) -> Value {
+    scales.iter().map(|s| json!({
+        "databases": s.databases, "converge_seconds": round(s.converge_seconds),
+        "rss_peak_mib": round(s.rss_peak_mib), "rss_idle_mib": round(s.rss_idle_mib),
+        "cpu_reconciling_seconds": round(s.cpu_reconciling_seconds), "cpu_idle_seconds": round(s.cpu_idle_seconds),
+        "idle_window_seconds": s.idle_window_seconds, "steady_writes_per_minute": round(s.steady_writes_per_minute),
+    })).collect()
+}
+
 /// The figures must at least be possible: everything measured, nothing negative.
-fn check_sane(single: &Latency, burst: &Latency, scales: &[Scale]) -> anyhow::Result<()> {
-    if single.to_running.count == 0 || burst.to_running.count != burst.count {
+fn check_sane(
+    latency: Option<&(Latency, Latency, Duration)>,
+    scales: &[Scale],
+) -> anyhow::Result<()> {
+    if let Some((single, burst, _)) = latency
+        && (single.to_running.count == 0 || burst.to_running.count != burst.count)
+    {
         bail!("some Databases were not measured");
     }
     if scales.iter().any(|s| s.rss_idle_mib <= 0.0) {
