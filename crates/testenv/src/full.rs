@@ -48,6 +48,10 @@ pub fn spawn_components(root: &Path, kubeconfig: &Path) -> Result<Vec<Process>, 
         // React in seconds rather than the production defaults.
         "--node-monitor-grace-period=60s".to_owned(),
         "--concurrent-statefulset-syncs=10".to_owned(),
+        // The default client limit (20 requests/s) makes kube-controller-manager the
+        // bottleneck as soon as hundreds of StatefulSets each need a Pod and a claim.
+        "--kube-api-qps=200".to_owned(),
+        "--kube-api-burst=400".to_owned(),
     ]);
     let scheduler_args = delegated(free_port()?);
     let kwok_args = vec![
