@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use axum_server::Handle;
+use axum_server::accept::NoDelayAcceptor;
 use axum_server::tls_rustls::RustlsAcceptor;
 
 use crate::http::{AppState, router};
@@ -86,7 +87,13 @@ impl Server {
             stopper.graceful_shutdown(Some(SHUTDOWN_GRACE));
         });
         let mut server = axum_server::from_tcp(self.listener)?
-            .acceptor(RustlsAcceptor::new(self.config).handshake_timeout(HANDSHAKE_TIMEOUT))
+            .acceptor(
+                RustlsAcceptor::new(self.config)
+                    .handshake_timeout(HANDSHAKE_TIMEOUT)
+                    // Without TCP_NODELAY a response written in more than one segment
+                    // can wait for the client's delayed ACK: a 40 ms stall.
+                    .acceptor(NoDelayAcceptor::new()),
+            )
             .handle(handle)
             .http1_only()
             .first_request_timeout(HEADER_READ_TIMEOUT);
