@@ -71,7 +71,6 @@ impl LocalWebhook {
 
     /// Applies both configurations from `deploy/webhook`, pointed at this webhook.
     pub async fn register(&self, client: &Client) -> anyhow::Result<()> {
-        let dir = crate::workspace_root().join("deploy/webhook");
         let ca_bundle = ByteString(self.ca.cert_pem().as_bytes().to_vec());
         let port = self.port;
         let local = |config: &mut WebhookClientConfig| {
@@ -85,15 +84,13 @@ impl LocalWebhook {
             config.ca_bundle = Some(ca_bundle.clone());
         };
         let params = PatchParams::apply(FIELD_MANAGER).force();
-        let mut validating: ValidatingWebhookConfiguration =
-            read_yaml(&dir.join("validating.yaml"))?;
+        let (mut validating, mut mutating) = configurations()?;
         for webhook in validating.webhooks.iter_mut().flatten() {
             local(&mut webhook.client_config);
         }
         let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
         api.patch(&validating.name_any(), &params, &Patch::Apply(&validating))
             .await?;
-        let mut mutating: MutatingWebhookConfiguration = read_yaml(&dir.join("mutating.yaml"))?;
         for webhook in mutating.webhooks.iter_mut().flatten() {
             local(&mut webhook.client_config);
         }
@@ -105,9 +102,7 @@ impl LocalWebhook {
 
     /// The validating and the mutating path, as `deploy/webhook` registers them.
     pub fn paths() -> anyhow::Result<[String; 2]> {
-        let dir = crate::workspace_root().join("deploy/webhook");
-        let validating: ValidatingWebhookConfiguration = read_yaml(&dir.join("validating.yaml"))?;
-        let mutating: MutatingWebhookConfiguration = read_yaml(&dir.join("mutating.yaml"))?;
+        let (validating, mutating) = configurations()?;
         let path = |config: Option<&WebhookClientConfig>| {
             config
                 .and_then(|c| c.service.as_ref())
@@ -134,12 +129,10 @@ impl LocalWebhook {
 
     /// Deletes both configurations again.
     pub async fn unregister(client: &Client) -> anyhow::Result<()> {
-        let dir = crate::workspace_root().join("deploy/webhook");
-        let validating: ValidatingWebhookConfiguration = read_yaml(&dir.join("validating.yaml"))?;
+        let (validating, mutating) = configurations()?;
         Api::<ValidatingWebhookConfiguration>::all(client.clone())
             .delete(&validating.name_any(), &DeleteParams::default())
             .await?;
-        let mutating: MutatingWebhookConfiguration = read_yaml(&dir.join("mutating.yaml"))?;
         Api::<MutatingWebhookConfiguration>::all(client.clone())
             .delete(&mutating.name_any(), &DeleteParams::default())
             .await?;
@@ -147,7 +140,17 @@ impl LocalWebhook {
     }
 }
 
-pub fn read_yaml<T: serde::de::DeserializeOwned>(path: &Path) -> anyhow::Result<T> {
+/// Both webhook configurations as `deploy/webhook` has them.
+fn configurations() -> anyhow::Result<(ValidatingWebhookConfiguration, MutatingWebhookConfiguration)>
+{
+    let dir = crate::workspace_root().join("deploy/webhook");
+    Ok((
+        read_yaml(&dir.join("validating.yaml"))?,
+        read_yaml(&dir.join("mutating.yaml"))?,
+    ))
+}
+
+fn read_yaml<T: serde::de::DeserializeOwned>(path: &Path) -> anyhow::Result<T> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     serde_saphyr::from_str(&text).with_context(|| format!("parsing {}", path.display()))

@@ -140,11 +140,20 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     json["targets"] = targets.iter().map(Target::to_json).collect();
     let out = crate::workspace_root().join("target/bench");
     std::fs::create_dir_all(&out)?;
-    let file = out.join(if args.smoke {
-        "smoke.json"
+    let name = if args.smoke {
+        "smoke".to_owned()
+    } else if args.only.is_empty() {
+        "results".to_owned()
     } else {
-        "results.json"
-    });
+        // A partial run never overwrites a full run's figures.
+        let parts: Vec<String> = args
+            .only
+            .iter()
+            .map(|p| format!("{p:?}").to_lowercase())
+            .collect();
+        format!("results-{}", parts.join("-"))
+    };
+    let file = out.join(format!("{name}.json"));
     std::fs::write(&file, serde_json::to_vec_pretty(&json)?)?;
     println!("\nwrote {}", file.display());
     check_sane(latency.as_ref(), &scales)

@@ -74,24 +74,26 @@ pub async fn measure(bin_dir: &Path, requests: &Requests) -> anyhow::Result<Webh
         loads.push(latency.into_load(Route::Direct, concurrency));
     }
 
-    webhook.register(&bench.client).await?;
-    wait_until(Duration::from_secs(30), "webhooks in effect", || {
-        defaulted(&bench.client, true)
-    })
-    .await?;
-    for concurrency in CONCURRENCY {
-        let latency = dry_runs(&bench.client, concurrency, requests.api_server).await?;
-        loads.push(latency.into_load(Route::ApiServer, concurrency));
-    }
-
-    LocalWebhook::unregister(&bench.client).await?;
-    wait_until(Duration::from_secs(30), "webhooks gone", || {
-        defaulted(&bench.client, false)
-    })
-    .await?;
-    for concurrency in CONCURRENCY {
-        let latency = dry_runs(&bench.client, concurrency, requests.api_server).await?;
-        loads.push(latency.into_load(Route::ApiServerWithoutWebhook, concurrency));
+    // The same dry-run creates with both configurations in place, then with none.
+    for (route, configured) in [
+        (Route::ApiServer, true),
+        (Route::ApiServerWithoutWebhook, false),
+    ] {
+        if configured {
+            webhook.register(&bench.client).await?;
+        } else {
+            LocalWebhook::unregister(&bench.client).await?;
+        }
+        wait_until(
+            Duration::from_secs(30),
+            "webhook configurations in effect",
+            || defaulted(&bench.client, configured),
+        )
+        .await?;
+        for concurrency in CONCURRENCY {
+            let latency = dry_runs(&bench.client, concurrency, requests.api_server).await?;
+            loads.push(latency.into_load(route, concurrency));
+        }
     }
     Ok(WebhookFigures { cold_start, loads })
 }
