@@ -1,12 +1,12 @@
-//! What every reconcile shares: the client, settings, event recorder and metrics.
+//! What every reconcile shares: the client, settings, event publisher and metrics.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kube::Client;
-use kube::runtime::events::{Recorder, Reporter};
 
+use crate::events::{Publisher, Reporter};
 use crate::metrics::Metrics;
 use crate::resources::BuildConfig;
 
@@ -79,7 +79,7 @@ pub struct Context {
     pub client: Client,
     pub backoff: Backoff,
     pub settings: Settings,
-    pub recorder: Recorder,
+    pub events: Publisher,
     pub metrics: Arc<Metrics>,
 }
 
@@ -90,12 +90,13 @@ impl Context {
         metrics: Arc<Metrics>,
         instance: Option<String>,
     ) -> Self {
+        let controller = database_api::constants::FIELD_MANAGER.to_owned();
         let reporter = Reporter {
-            controller: database_api::constants::FIELD_MANAGER.to_owned(),
-            instance,
+            instance: instance.unwrap_or_else(|| controller.clone()),
+            controller,
         };
         Self {
-            recorder: Recorder::new(client.clone(), reporter),
+            events: Publisher::new(client.clone(), reporter),
             client,
             settings,
             metrics,

@@ -7,6 +7,7 @@ pub mod cli;
 pub mod context;
 pub mod engine;
 pub mod error;
+pub mod events;
 pub mod leader;
 pub mod metrics;
 pub mod ratelimit;

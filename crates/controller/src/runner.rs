@@ -18,6 +18,9 @@ use kube::{Api, Client, ResourceExt as _};
 use crate::context::Context;
 use crate::reconcile::{error_policy, reconcile};
 
+/// The annotation `kubectl apply` keeps the whole applied object in.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
 /// Which namespaces to watch.
 #[derive(Clone, Debug, Default)]
 pub enum Scope {
@@ -79,8 +82,12 @@ fn controller(client: &Client, namespace: Option<&str>, concurrency: u16) -> Con
         api::<Database>(client, namespace),
         watcher::Config::default().any_semantic(),
     )
-    // Nothing reads managedFields, and they are a large part of each cached object.
-    .modify(|db| db.managed_fields_mut().clear())
+    // Nothing reads managedFields or kubectl's copy of the last applied object, and they
+    // are the largest part of a cached Database.
+    .modify(|db| {
+        db.managed_fields_mut().clear();
+        db.annotations_mut().remove(LAST_APPLIED);
+    })
     .reflect(writer)
     .applied_objects()
     // The status the controller writes needs no reconcile in reply: only a spec change

@@ -19,7 +19,6 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, PostParams};
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
 
 use self::apply::{Applied, apply, delete_if_present, get_opt};
@@ -27,6 +26,7 @@ use self::status::Facts;
 use self::storage::StoragePlan;
 use crate::context::Context;
 use crate::error::Error;
+use crate::events::{EventType, Notice};
 use crate::metrics::ResultLabels;
 use crate::resources::credentials::Credentials;
 use crate::resources::meta::{connection_secret_name, credentials_secret_name};
@@ -435,14 +435,12 @@ async fn announce(ctx: &Context, db: &Database, before: Option<&StatefulSet>, ap
 
 /// Publishes an event; a failure to record one never fails the reconcile.
 async fn publish(ctx: &Context, db: &Database, type_: EventType, reason: &str, note: String) {
-    let event = Event {
+    let notice = Notice {
         type_,
         reason: reason.to_owned(),
-        note: Some(note),
-        action: "Reconcile".to_owned(),
-        secondary: None,
+        note,
     };
-    match ctx.recorder.publish(&event, &db.object_ref(&())).await {
+    match ctx.events.publish(&notice, &db.object_ref(&())).await {
         Ok(()) => ctx.metrics.wrote("event"),
         Err(err) => tracing::debug!(error = %err, "could not publish event"),
     }
