@@ -57,7 +57,7 @@ impl Bench {
             "--log-format=plain".to_owned(),
             "--kube-api-qps=1000".to_owned(),
             "--kube-api-burst=2000".to_owned(),
-            "--max-concurrent-reconciles=32".to_owned(),
+            "--max-concurrent-reconciles=16".to_owned(),
         ];
         Ok(Process::spawn(
             "controller",

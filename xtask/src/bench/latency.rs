@@ -164,15 +164,20 @@ pub async fn measure(
 ) -> anyhow::Result<Latency> {
     let started = Instant::now();
     let progress = (count >= 100).then(|| {
-        let (sets, running) = (watches.statefulsets.clone(), watches.running.clone());
+        let (sets, ready, running) = (
+            watches.statefulsets.clone(),
+            watches.sets_ready.clone(),
+            watches.running.clone(),
+        );
         let prefix = format!("{prefix}-");
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(Duration::from_secs(10)).await;
                 println!(
-                    "bench:   {:>4.0} s: {} StatefulSets, {} Running of {count}",
+                    "bench:   {:>4.0} s: {} StatefulSets, {} of them ready, {} Running of {count}",
                     started.elapsed().as_secs_f64(),
                     Watches::count_prefixed(&sets, &prefix),
+                    Watches::count_prefixed(&ready, &prefix),
                     Watches::count_prefixed(&running, &prefix),
                 );
             }
