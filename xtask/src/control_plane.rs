@@ -15,17 +15,14 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use testenv::assets::{self, ETCD_VERSION, KUBERNETES_VERSION, KWOK_VERSION};
 
-/// kwok stages: node setup and heartbeat, Pod readiness and deletion, volume provisioning.
-const KWOK_STAGES: [&str; 9] = [
+/// kwok stages: node setup and heartbeat, Pod readiness and deletion (testenv provisions
+/// volumes itself).
+const KWOK_STAGES: [&str; 5] = [
     "node/fast/node-initialize.yaml",
     "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
     "pod/fast/pod-ready.yaml",
     "pod/fast/pod-complete.yaml",
     "pod/fast/pod-delete.yaml",
-    "volume/fast/pvc-provision.yaml",
-    "volume/fast/pv-bind.yaml",
-    "volume/fast/pvc-delete.yaml",
-    "volume/fast/pv-delete.yaml",
 ];
 
 /// Returns the folder holding every binary, building what is missing.

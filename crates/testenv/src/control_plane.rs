@@ -113,6 +113,8 @@ pub struct ControlPlane {
     /// How kube-apiserver was started, to start it again (or a second one).
     apiserver: Option<(PathBuf, Vec<String>)>,
     etcd_url: String,
+    /// The full tier's volume provisioner, stopped with the control plane.
+    provisioner: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl ControlPlane {
@@ -164,6 +166,7 @@ impl ControlPlane {
             full: options.full,
             apiserver: None,
             etcd_url: String::new(),
+            provisioner: None,
         };
         let root = plane.dir.path().to_path_buf();
 
@@ -222,6 +225,7 @@ impl ControlPlane {
         if options.full {
             let components = full::spawn_components(&root, &plane.kubeconfig)?;
             plane.processes.extend(components);
+            plane.provisioner = Some(crate::volumes::spawn(client.clone()));
             full::prepare_cluster(&client, options.nodes).await?;
             plane
                 .wait_until("fake nodes Ready", || {
@@ -491,6 +495,9 @@ impl ControlPlane {
 
 impl Drop for ControlPlane {
     fn drop(&mut self) {
+        if let Some(provisioner) = self.provisioner.take() {
+            provisioner.abort();
+        }
         // Stop in reverse start order: clients of the API server first, etcd last.
         while let Some(mut process) = self.processes.pop() {
             process.stop();

@@ -1,6 +1,6 @@
 //! The full tier: kube-controller-manager, kube-scheduler and kwok with fake nodes, so
 //! that StatefulSets get Pods that are scheduled and become Ready, and their
-//! PersistentVolumeClaims bind (kwok's volume stages provision a PersistentVolume for
+//! PersistentVolumeClaims bind (the provisioner in `volumes` makes a PersistentVolume for
 //! each claim of the default `kwok-volume` StorageClass).
 
 use std::path::Path;
@@ -15,6 +15,7 @@ use crate::assets;
 use crate::control_plane::Error;
 use crate::ports::free_port;
 use crate::process::Process;
+use crate::volumes;
 
 /// Field manager for the objects the harness itself writes.
 const MANAGER: &str = "testenv";
@@ -25,7 +26,15 @@ pub fn spawn_components(root: &Path, kubeconfig: &Path) -> Result<Vec<Process>, 
     let kcm = assets::find("kube-controller-manager")?;
     let scheduler = assets::find("kube-scheduler")?;
     let kwok = assets::find("kwok")?;
-    let stages = assets::find(assets::KWOK_STAGES_FILE)?;
+    // kwok's volume stages give way to the provisioner in `volumes` (a cache built
+    // earlier may still hold them).
+    let stages = root.join(assets::KWOK_STAGES_FILE);
+    std::fs::write(
+        &stages,
+        volumes::without_replaced_stages(&std::fs::read_to_string(assets::find(
+            assets::KWOK_STAGES_FILE,
+        )?)?),
+    )?;
     let kubeconfig = kubeconfig.display().to_string();
     let file = |name: &str| root.join(name).display().to_string();
     let delegated = |port: u16| {

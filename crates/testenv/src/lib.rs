@@ -3,8 +3,8 @@
 //! [`ControlPlane::start`] runs etcd and kube-apiserver (RBAC, the default admission
 //! plugins, service-account token signing) on free ports in a temporary directory and
 //! writes an admin kubeconfig. [`Options::full`] adds kube-controller-manager,
-//! kube-scheduler and kwok with fake nodes, so StatefulSets get Pods that become Ready
-//! and PersistentVolumeClaims that bind.
+//! kube-scheduler and kwok with fake nodes, so StatefulSets get Pods that become Ready,
+//! and a volume provisioner, so their PersistentVolumeClaims bind.
 //!
 //! Everything stops when the [`ControlPlane`] is dropped, including on panic; each
 //! component also gets `SIGKILL` from the kernel if the process that started it dies, so
@@ -23,6 +23,7 @@ mod kubeconfig;
 mod pki;
 mod ports;
 pub mod process;
+mod volumes;
 
 pub use control_plane::{ControlPlane, Error, Options, client_from};
 pub use crd::install_crd;

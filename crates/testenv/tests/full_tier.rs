@@ -1,11 +1,12 @@
 //! The full tier: a StatefulSet with a volumeClaimTemplate gets scheduled Pods that become
-//! Ready and claims that bind, with no kubelet and no storage driver.
+//! Ready and claims that bind (and volumes that go with their claims), with no kubelet
+//! and no storage driver.
 
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::PersistentVolumeClaim;
-use kube::api::{Api, ListParams, PostParams};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::json;
 use testenv::{ControlPlane, Options};
 
@@ -56,9 +57,9 @@ async fn a_statefulset_becomes_ready_with_bound_volumes() {
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 
-    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client, "default");
-    let claims = claims.list(&ListParams::default()).await.expect("claims");
-    let mut bound: Vec<(String, String)> = claims
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "default");
+    let listed = claims.list(&ListParams::default()).await.expect("claims");
+    let mut bound: Vec<(String, String)> = listed
         .items
         .iter()
         .map(|c| {
@@ -80,4 +81,50 @@ async fn a_statefulset_becomes_ready_with_bound_volumes() {
         ]
         .map(|(n, p)| (n.to_owned(), p.to_owned()))
     );
+
+    a_deleted_claim_takes_its_volume(&client, &sets, &claims).await;
+}
+
+/// Each claim has a volume of its own, bound to it; a claim deleted (once no Pod uses it)
+/// takes its volume with it, by the class's Delete reclaim policy.
+async fn a_deleted_claim_takes_its_volume(
+    client: &kube::Client,
+    sets: &Api<StatefulSet>,
+    claims: &Api<PersistentVolumeClaim>,
+) {
+    let volumes: Api<PersistentVolume> = Api::all(client.clone());
+    let claim = claims.get("data-web-0").await.expect("claim data-web-0");
+    let volume_name = claim
+        .spec
+        .and_then(|s| s.volume_name)
+        .expect("data-web-0 names its volume");
+    let volume = volumes.get(&volume_name).await.expect("the volume exists");
+    assert_eq!(
+        volume
+            .spec
+            .and_then(|s| s.claim_ref)
+            .and_then(|r| r.name)
+            .as_deref(),
+        Some("data-web-0")
+    );
+    sets.delete("web", &DeleteParams::default())
+        .await
+        .expect("StatefulSet deleted");
+    claims
+        .delete("data-web-0", &DeleteParams::default())
+        .await
+        .expect("claim deleted");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while volumes
+        .get_opt(&volume_name)
+        .await
+        .expect("volume read")
+        .is_some()
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "volume {volume_name} outlived its claim"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 }
