@@ -476,3 +476,66 @@ async fn shrinking_storage_is_reported_and_the_volumes_keep_their_size() {
         .map(|r| r["storage"].0.clone());
     assert_eq!(size.as_deref(), Some("10Gi"));
 }
+
+/// The controller's managedFields entries on `set` without a subresource, as
+/// `(operation)` strings.
+fn controller_operations(set: &StatefulSet) -> Vec<String> {
+    set.managed_fields()
+        .iter()
+        .filter(|e| e.manager.as_deref() == Some(database_api::constants::FIELD_MANAGER))
+        .filter(|e| e.subresource.as_deref().unwrap_or_default().is_empty())
+        .filter_map(|e| e.operation.clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn fields_of_a_created_object_pass_to_apply_ownership_and_are_removed_once_dropped() {
+    let env = Env::start(Options::default()).await;
+    env.create(
+        "owned",
+        json!({"engine": "postgres", "version": "16", "storage": "1Gi"}),
+    )
+    .await;
+    let sets: Api<StatefulSet> = env.api();
+    let created = wait_for(&sets, "owned").await;
+    assert_eq!(
+        controller_operations(&created),
+        ["Update"],
+        "created with POST"
+    );
+
+    // A field the controller once set and no longer sets (as after an upgrade that
+    // stops setting it): a label written under the controller's own field manager.
+    let leftover = Patch::Merge(json!({"metadata": {"labels": {"leftover": "yes"}}}));
+    sets.patch(
+        "owned",
+        &PatchParams {
+            field_manager: Some(database_api::constants::FIELD_MANAGER.to_owned()),
+            ..PatchParams::default()
+        },
+        &leftover,
+    )
+    .await
+    .expect("label added");
+
+    // The next change the controller applies takes its fields into its Apply entry, so
+    // the apply drops the label it does not set.
+    let scale = Patch::Merge(json!({"spec": {"replicas": 2}}));
+    env.databases()
+        .patch("owned", &PatchParams::default(), &scale)
+        .await
+        .expect("scaled");
+    let applied = eventually(WAIT, "StatefulSet scaled", || async {
+        sets.get("owned")
+            .await
+            .ok()
+            .filter(|s| s.spec.as_ref().and_then(|s| s.replicas) == Some(2))
+    })
+    .await;
+    assert_eq!(controller_operations(&applied), ["Apply"]);
+    assert!(
+        !applied.labels().contains_key("leftover"),
+        "{:?}",
+        applied.labels()
+    );
+}

@@ -12,6 +12,9 @@ use database_controller::cli::Cli;
 use e2e::{OPERATOR_NAMESPACE, of_kind, render_default, service_account_kubeconfig};
 use futures::FutureExt;
 use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::discovery::{Discovery, Scope};
 use kube::{Client, ResourceExt};
@@ -190,6 +193,7 @@ async fn the_controller_does_its_whole_job_with_only_the_deployed_rbac() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 
+    hand_edits_are_put_back(&client).await;
     grow_scale_and_delete(&client, &dbs).await;
 
     let _ = stop.send(());
@@ -249,6 +253,50 @@ fn assert_every_rule_used(objects: &[Value], used: &BTreeSet<(String, String, St
         unused.is_empty(),
         "rules nothing used: {unused:#?}\nused: {used:#?}"
     );
+}
+
+/// Owned objects the controller created are edited by hand; it patches each back.
+async fn hand_edits_are_put_back(client: &Client) {
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), "default");
+    let edit = PatchParams::default();
+    services
+        .patch(
+            "rbac",
+            &edit,
+            &Patch::Merge(json!({"spec": {"publishNotReadyAddresses": false}})),
+        )
+        .await
+        .expect("Service edited");
+    secrets
+        .patch(
+            "rbac-connection",
+            &edit,
+            &Patch::Merge(json!({"stringData": {"host": "elsewhere"}})),
+        )
+        .await
+        .expect("Secret edited");
+    budgets
+        .patch(
+            "rbac",
+            &edit,
+            &Patch::Merge(json!({"spec": {"maxUnavailable": 2}})),
+        )
+        .await
+        .expect("budget edited");
+    wait("hand edits put back", Duration::from_secs(60), || async {
+        let service = services.get("rbac").await.ok();
+        let secret = secrets.get("rbac-connection").await.ok();
+        let budget = budgets.get("rbac").await.ok();
+        let host = secret
+            .and_then(|s| s.data)
+            .and_then(|d| d.get("host").map(|h| h.0.clone()));
+        service.and_then(|s| s.spec?.publish_not_ready_addresses) == Some(true)
+            && host.is_some_and(|h| h != b"elsewhere")
+            && budget.and_then(|b| b.spec?.max_unavailable) == Some(IntOrString::Int(1))
+    })
+    .await;
 }
 
 /// Storage growth (claims patched, StatefulSet orphan-deleted and recreated), a scale

@@ -1,16 +1,17 @@
-//! The thin layer that writes owned objects: server-side apply under one field manager,
-//! skipped when it would change nothing.
+//! The thin layer that writes owned objects: created when missing, then server-side
+//! apply under one field manager, skipped when it would change nothing.
 
 use std::fmt::Debug;
 
 use database_api::constants::FIELD_MANAGER;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::drift::{HASH_ANNOTATION, desired_hash, needs_apply};
+use super::ownership::adoption_patch;
 use crate::error::Error;
 
 /// What an apply did.
@@ -22,10 +23,8 @@ pub enum Applied {
 }
 
 /// Applies `desired` unless `observed` already matches it; returns the object as the API
-/// server now has it and what happened.
-///
-/// `force` takes ownership of fields another manager set (e.g. `kubectl edit` of a
-/// StatefulSet's replicas): this controller is the authority on the fields it sets.
+/// server now has it and what happened. A missing object is created (see [`super::ownership`]
+/// for why, and how later applies take over its fields).
 pub async fn apply<K>(
     api: &Api<K>,
     desired: &K,
@@ -45,19 +44,62 @@ where
         return Ok((current.clone(), Applied::Unchanged));
     }
     body["metadata"]["annotations"][HASH_ANNOTATION] = Value::String(hash);
-    let params = PatchParams::apply(FIELD_MANAGER).force();
-    let applied = api
-        .patch(&name, &params, &Patch::Apply(&body))
+    let apply_error = |source| Error::Apply {
+        kind: kind.clone(),
+        name: name.clone(),
+        source,
+    };
+    let Some(current) = observed else {
+        let object: K = serde_json::from_value(body.clone())
+            .map_err(|e| Error::Serialize("owned object", e))?;
+        let params = PostParams {
+            dry_run: false,
+            field_manager: Some(FIELD_MANAGER.to_owned()),
+        };
+        match api.create(&params, &object).await {
+            Ok(created) => return Ok((created, Applied::Created)),
+            // Created since it was read (or the first pass skipped the read): apply.
+            Err(kube::Error::Api(status)) if status.code == 409 => {}
+            Err(source) => return Err(apply_error(source)),
+        }
+        let applied = server_side_apply(api, &name, &body)
+            .await
+            .map_err(apply_error)?;
+        return Ok((applied, Applied::Updated));
+    };
+    if let Some(patch) = adoption_patch(
+        current.meta().managed_fields.as_deref().unwrap_or_default(),
+        current
+            .meta()
+            .resource_version
+            .as_deref()
+            .unwrap_or_default(),
+    ) {
+        api.patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::<Value>::Json(
+                serde_json::from_value(patch)
+                    .map_err(|e| Error::Serialize("ownership patch", e))?,
+            ),
+        )
         .await
-        .map_err(|source| Error::Apply { kind, name, source })?;
-    Ok((
-        applied,
-        if observed.is_some() {
-            Applied::Updated
-        } else {
-            Applied::Created
-        },
-    ))
+        .map_err(apply_error)?;
+    }
+    let applied = server_side_apply(api, &name, &body)
+        .await
+        .map_err(apply_error)?;
+    Ok((applied, Applied::Updated))
+}
+
+/// `force` takes ownership of fields another manager set (e.g. `kubectl edit` of a
+/// StatefulSet's replicas): this controller is the authority on the fields it sets.
+async fn server_side_apply<K>(api: &Api<K>, name: &str, body: &Value) -> Result<K, kube::Error>
+where
+    K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + Debug,
+{
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    api.patch(name, &params, &Patch::Apply(body)).await
 }
 
 /// Reads an object that may not exist.

@@ -4,6 +4,7 @@
 pub mod apply;
 pub mod drift;
 pub mod finalizer;
+pub mod ownership;
 pub mod status;
 pub mod storage;
 
