@@ -97,52 +97,63 @@ async fn reconcile_inner(db: &Database, ctx: &Context) -> Result<Action, Error> 
     if db.metadata.deletion_timestamp.is_some() {
         return delete(ctx, &databases, db, &namespace, &now).await;
     }
-    // A Database without the finalizer is new: the finalizer is added while the owned
-    // objects are applied, in the same pass, without waiting for another watch event.
+    // A Database without the finalizer is new: the finalizer is added in this same pass,
+    // without waiting for another watch event.
     let first_pass = !finalizer::has_finalizer(db);
-    let add_finalizer = async {
-        if first_pass {
-            finalizer::add(&databases, db).await?;
-            ctx.metrics.wrote("finalizer");
+    let outcome = validate(
+        db,
+        &Limits {
+            max_storage_gi: ctx.settings.max_storage_gi,
+        },
+    );
+    if !outcome.is_allowed() {
+        let message = outcome.message();
+        let facts = Facts {
+            invalid: Some(message.clone()),
+            ..Facts::default()
+        };
+        let (wrote, ()) = tokio::try_join!(
+            write_status(ctx, &databases, db, None, &facts, &now),
+            add_finalizer(ctx, &databases, db, first_pass),
+        )?;
+        if wrote {
+            publish(ctx, db, EventType::Warning, "InvalidSpec", message).await;
         }
-        Ok(())
-    };
-    let work = async {
-        let outcome = validate(
-            db,
-            &Limits {
-                max_storage_gi: ctx.settings.max_storage_gi,
-            },
-        );
-        if !outcome.is_allowed() {
-            let message = outcome.message();
-            let facts = Facts {
-                invalid: Some(message.clone()),
-                ..Facts::default()
-            };
-            if write_status(ctx, &databases, db, None, &facts, &now).await? {
-                publish(ctx, db, EventType::Warning, "InvalidSpec", message).await;
-            }
-            // A user error: nothing to retry until the spec changes.
-            return Ok(Action::await_change());
-        }
-        if is_paused(db) {
-            let sets: Api<StatefulSet> = Api::namespaced(ctx.client.clone(), &namespace);
-            let observed = get_opt(&sets, &db.name_any()).await?;
-            let facts = Facts {
-                paused: true,
-                ..Facts::default()
-            };
-            write_status(ctx, &databases, db, observed.as_ref(), &facts, &now).await?;
-            return Ok(Action::await_change());
-        }
-        Box::pin(apply_owned(
-            ctx, &databases, db, &namespace, &now, first_pass,
-        ))
-        .await
-    };
-    let ((), action) = tokio::try_join!(add_finalizer, work)?;
-    Ok(action)
+        // A user error: nothing to retry until the spec changes.
+        return Ok(Action::await_change());
+    }
+    if is_paused(db) {
+        let sets: Api<StatefulSet> = Api::namespaced(ctx.client.clone(), &namespace);
+        let name = db.name_any();
+        let (observed, ()) = tokio::try_join!(
+            get_opt(&sets, &name),
+            add_finalizer(ctx, &databases, db, first_pass),
+        )?;
+        let facts = Facts {
+            paused: true,
+            ..Facts::default()
+        };
+        write_status(ctx, &databases, db, observed.as_ref(), &facts, &now).await?;
+        return Ok(Action::await_change());
+    }
+    Box::pin(apply_owned(
+        ctx, &databases, db, &namespace, &now, first_pass,
+    ))
+    .await
+}
+
+/// Adds the finalizer on a Database's first pass.
+async fn add_finalizer(
+    ctx: &Context,
+    databases: &Api<Database>,
+    db: &Database,
+    first_pass: bool,
+) -> Result<(), Error> {
+    if first_pass {
+        finalizer::add(databases, db).await?;
+        ctx.metrics.wrote("finalizer");
+    }
+    Ok(())
 }
 
 /// The owned objects as the API server has them.
@@ -264,13 +275,17 @@ async fn apply_owned(
         .await
     };
     // The StatefulSet goes out first, on its own: it is what the StatefulSet controller
-    // is waiting for, and it is the costliest apply. Sharing the API server with the
-    // other writes made it take twice as long on a small control plane.
+    // is waiting for, and it is the costliest write. Sharing the API server with the
+    // other writes made it take twice as long on a small control plane. The finalizer
+    // can follow: a Database deleted before it lands loses its StatefulSet to garbage
+    // collection and its claims as the StatefulSet's retention policy (set from the
+    // deletion policy) says, which is what the finalizer would have done.
     let (set, set_applied) = apply(&apis.sets, &desired_set, observed.statefulset.as_ref()).await?;
-    let ((_, service_applied), (_, connection_applied), ()) = tokio::try_join!(
+    let ((_, service_applied), (_, connection_applied), (), ()) = tokio::try_join!(
         apply(&apis.services, &desired_service, observed.service.as_ref()),
         secrets,
         sync_budget(ctx, &apis.budgets, db, observed.budget.as_ref()),
+        add_finalizer(ctx, databases, db, first_pass),
     )?;
     for applied in [set_applied, service_applied, connection_applied] {
         record(ctx, applied);
