@@ -41,7 +41,12 @@ pub fn spawn(client: Client) -> tokio::task::JoinHandle<()> {
                         Ok(watcher::Event::Delete(claim)) if is_ours(&claim) => {
                             release(&client, &claim).await
                         }
-                        _ => Ok(()),
+                        // The watcher retries with backoff; the error is only news.
+                        Err(err) => {
+                            tracing::debug!(error = %err, "claim watch failed; retrying");
+                            Ok(())
+                        }
+                        Ok(_) => Ok(()),
                     };
                     if let Err(err) = result {
                         tracing::warn!(error = %err, "volume provisioning step failed");

@@ -191,14 +191,11 @@ async fn latency_run(
 ) -> anyhow::Result<(Latency, Latency, Duration)> {
     // Enough fake nodes for every burst Pod (110 Pods each).
     let nodes = burst.div_ceil(100).max(3);
-    let mut opts = Options {
+    let bench = Bench::start(Options {
         nodes,
         ..Options::full()
-    };
-    if std::env::var_os("BENCH_AUDIT").is_some() {
-        opts = opts.with_audit();
-    }
-    let bench = Bench::start(opts).await?;
+    })
+    .await?;
     let watches = Watches::start(&bench.client);
     bench.create_many("warm", 1, 1).await?;
     let spawned = Instant::now();

@@ -43,15 +43,17 @@ where
     if let (Some(current), false) = (observed, needs_apply(&body, &hash, observed_json.as_ref())) {
         return Ok((current.clone(), Applied::Unchanged));
     }
-    body["metadata"]["annotations"][HASH_ANNOTATION] = Value::String(hash);
+    body["metadata"]["annotations"][HASH_ANNOTATION] = Value::String(hash.clone());
     let apply_error = |source| Error::Apply {
         kind: kind.clone(),
         name: name.clone(),
         source,
     };
     let Some(current) = observed else {
-        let object: K = serde_json::from_value(body.clone())
-            .map_err(|e| Error::Serialize("owned object", e))?;
+        let mut object = desired.clone();
+        object
+            .annotations_mut()
+            .insert(HASH_ANNOTATION.to_owned(), hash);
         let params = PostParams {
             dry_run: false,
             field_manager: Some(FIELD_MANAGER.to_owned()),
