@@ -9,7 +9,6 @@ use anyhow::Context as _;
 use axum::Router;
 use axum::routing::get;
 use futures::FutureExt;
-use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
@@ -93,10 +92,8 @@ pub async fn client(cli: &Cli) -> anyhow::Result<Client> {
         }
         None => Config::infer().await?,
     };
-    let builder = ClientBuilder::try_from(config)?;
-    Ok(builder
-        .with_layer(&RateLimitLayer::new(cli.kube_api_qps, cli.kube_api_burst))
-        .build())
+    let limit = RateLimitLayer::new(cli.kube_api_qps, cli.kube_api_burst);
+    Ok(crate::client::build(config, &limit)?)
 }
 
 async fn serve_http(

@@ -4,6 +4,7 @@
 
 pub mod app;
 pub mod cli;
+pub mod client;
 pub mod context;
 pub mod engine;
 pub mod error;
