@@ -81,12 +81,19 @@ impl LeaderElector {
         let mut last_renewal = Instant::now();
         loop {
             tokio::time::sleep(self.settings.retry_period).await;
-            match self.try_acquire_or_renew().await {
-                Ok(true) => last_renewal = Instant::now(),
-                Ok(false) => return,
-                Err(err) => tracing::warn!(error = %err, "lease renewal failed"),
+            // A renewal stuck on a dead connection must not outlast the deadline: once
+            // the Lease expires, a standby may lead.
+            let left = self
+                .settings
+                .renew_deadline
+                .saturating_sub(last_renewal.elapsed());
+            match tokio::time::timeout(left, self.try_acquire_or_renew()).await {
+                Ok(Ok(true)) => last_renewal = Instant::now(),
+                Ok(Ok(false)) => return,
+                Ok(Err(err)) => tracing::warn!(error = %err, "lease renewal failed"),
+                Err(_) => tracing::warn!("lease renewal got no answer by the renew deadline"),
             }
-            if last_renewal.elapsed() > self.settings.renew_deadline {
+            if last_renewal.elapsed() >= self.settings.renew_deadline {
                 return;
             }
         }
@@ -186,4 +193,29 @@ impl LeaderElector {
 
 fn now() -> MicroTime {
     MicroTime(k8s_openapi::jiff::Timestamp::now())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An API server that accepts requests and never answers, like a dead connection.
+    fn silent_client() -> kube::Client {
+        let service = tower::service_fn(|_: http::Request<kube::client::Body>| {
+            futures::future::pending::<Result<http::Response<kube::client::Body>, std::io::Error>>()
+        });
+        kube::Client::new(service, "default")
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_renewal_that_never_answers_ends_leadership_at_the_renew_deadline() {
+        let settings = LeaseSettings::new("default", "me");
+        let deadline = settings.renew_deadline;
+        let mut elector = LeaderElector::new(silent_client(), settings);
+        let started = Instant::now();
+        tokio::time::timeout(Duration::from_secs(120), elector.hold())
+            .await
+            .expect("hold gives up leadership instead of waiting on the request");
+        assert_eq!(started.elapsed(), deadline);
+    }
 }
