@@ -15,6 +15,7 @@ use tower::retry::RetryLayer;
 use tower::timeout::Timeout;
 use tower::util::BoxCloneSyncService;
 use tower::{BoxError, ServiceBuilder};
+use tower_http::trace::{DefaultOnFailure, TraceLayer};
 
 use crate::ratelimit::RateLimitLayer;
 
@@ -53,6 +54,12 @@ pub fn build(config: Config, limit: &RateLimitLayer) -> Result<Client, kube::Err
         )
         .option_layer(config.auth_layer()?)
         .layer(config.extra_headers_layer()?)
+        // A debug span per request, as kube's stack has; failures are the caller's to
+        // report, so they are logged at debug too.
+        .layer(
+            TraceLayer::new_for_http()
+                .on_failure(DefaultOnFailure::new().level(tracing::Level::DEBUG)),
+        )
         .map_err(BoxError::from)
         .service(http);
     Ok(ClientBuilder::new(service, config.default_namespace)
