@@ -84,8 +84,8 @@ pub fn http_client(config: &Config) -> Result<HttpClient<Connector, Body>, kube:
         None => connector,
     };
     let connector = connector.enable_all_versions().wrap_connector(tcp);
-    // The TCP connector's own timeout stops at the socket; this one also bounds the TLS
-    // handshake, after which keep-alive pings watch the connection.
+    // One bound for the TCP connect and the TLS handshake together; once connected,
+    // keep-alive pings watch the connection.
     let connector = match config.connect_timeout {
         Some(limit) => Connector::new(Timeout::new(connector, limit)),
         None => Connector::new(connector),
