@@ -12,19 +12,21 @@ use kube::{Config, ResourceExt};
 use serde_json::json;
 use testenv::{ControlPlane, Options};
 
-async fn config_for(plane: &ControlPlane) -> Config {
-    let kubeconfig = Kubeconfig::read_from(plane.kubeconfig()).expect("kubeconfig reads");
-    Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+/// A control plane and the client configuration its admin kubeconfig gives.
+async fn start() -> (ControlPlane, Config) {
+    let plane = ControlPlane::start(Options::default())
         .await
-        .expect("config from kubeconfig")
+        .expect("control plane starts");
+    let kubeconfig = Kubeconfig::read_from(plane.kubeconfig()).expect("kubeconfig reads");
+    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .expect("config from kubeconfig");
+    (plane, config)
 }
 
 #[tokio::test]
 async fn the_api_server_is_spoken_to_over_http2() {
-    let plane = ControlPlane::start(Options::default())
-        .await
-        .expect("control plane starts");
-    let config = config_for(&plane).await;
+    let (_plane, config) = start().await;
     let http = client::http_client(&config).expect("HTTP client");
     let url = format!(
         "{}/version",
@@ -40,10 +42,7 @@ async fn the_api_server_is_spoken_to_over_http2() {
 
 #[tokio::test]
 async fn the_client_stack_serves_concurrent_reads_and_writes() {
-    let plane = ControlPlane::start(Options::default())
-        .await
-        .expect("control plane starts");
-    let config = config_for(&plane).await;
+    let (_plane, config) = start().await;
     let client = client::build(config, &RateLimitLayer::new(1000.0, 2000)).expect("client");
     let maps: Api<ConfigMap> = Api::namespaced(client, "default");
     let creates = (0..64).map(|i| {

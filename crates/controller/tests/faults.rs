@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{CONTROLLER_USER, Env, NAMESPACE, WAIT, eventually};
+use common::{CONTROLLER_USER, Env, NAMESPACE, WAIT, eventually, statefulset_with_replicas};
 use database_api::{Database, Phase};
 use database_controller::context::Settings;
 use k8s_openapi::api::apps::v1::StatefulSet;
@@ -411,11 +411,5 @@ async fn after_an_api_server_restart_and_compaction_the_controller_relists_and_m
         sets.get_opt("during").await.ok().flatten()
     })
     .await;
-    eventually(Duration::from_secs(60), "before scaled", || async {
-        sets.get("before")
-            .await
-            .ok()
-            .filter(|s| s.spec.as_ref().and_then(|s| s.replicas) == Some(3))
-    })
-    .await;
+    statefulset_with_replicas(&sets, "before", 3, Duration::from_secs(60)).await;
 }

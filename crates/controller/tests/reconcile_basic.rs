@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Env, WAIT, eventually};
+use common::{Env, WAIT, eventually, statefulset_with_replicas};
 use database_api::constants::FINALIZER;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{Secret, Service};
@@ -117,13 +117,7 @@ async fn drift_in_owned_objects_is_corrected() {
     )
     .await
     .expect("edited");
-    eventually(WAIT, "replicas back to 1", || async {
-        sets.get("drift")
-            .await
-            .ok()
-            .filter(|s| s.spec.as_ref().and_then(|s| s.replicas) == Some(1))
-    })
-    .await;
+    statefulset_with_replicas(&sets, "drift", 1, WAIT).await;
 
     // Someone deletes the Service; it comes back.
     let services: Api<Service> = env.api();
@@ -164,13 +158,7 @@ async fn spec_changes_scale_and_update_the_statefulset() {
         .patch("grow", &PatchParams::default(), &patch)
         .await
         .expect("spec changed");
-    let set = eventually(WAIT, "scaled and updated", || async {
-        sets.get("grow")
-            .await
-            .ok()
-            .filter(|s| s.spec.as_ref().and_then(|s| s.replicas) == Some(3))
-    })
-    .await;
+    let set = statefulset_with_replicas(&sets, "grow", 3, WAIT).await;
     let image = set
         .spec
         .and_then(|s| s.template.spec)
@@ -377,13 +365,7 @@ async fn a_paused_database_is_left_alone_until_unpaused() {
         .patch("held", &PatchParams::default(), &resume)
         .await
         .expect("resumed");
-    eventually(WAIT, "drift corrected after resuming", || async {
-        sets.get("held")
-            .await
-            .ok()
-            .filter(|s| s.spec.as_ref().and_then(|s| s.replicas) == Some(1))
-    })
-    .await;
+    statefulset_with_replicas(&sets, "held", 1, WAIT).await;
 }
 
 #[tokio::test]
@@ -525,13 +507,7 @@ async fn fields_of_a_created_object_pass_to_apply_ownership_and_are_removed_once
         .patch("owned", &PatchParams::default(), &scale)
         .await
         .expect("scaled");
-    let applied = eventually(WAIT, "StatefulSet scaled", || async {
-        sets.get("owned")
-            .await
-            .ok()
-            .filter(|s| s.spec.as_ref().and_then(|s| s.replicas) == Some(2))
-    })
-    .await;
+    let applied = statefulset_with_replicas(&sets, "owned", 2, WAIT).await;
     assert_eq!(controller_operations(&applied), ["Apply"]);
     assert!(
         !applied.labels().contains_key("leftover"),

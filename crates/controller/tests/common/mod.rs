@@ -11,6 +11,7 @@ use database_controller::context::{Context, Settings};
 use database_controller::metrics::Metrics;
 use database_controller::runner::{Scope, run};
 use futures::FutureExt;
+use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, PostParams};
 use kube::{Client, CustomResourceExt};
@@ -178,3 +179,20 @@ where
 }
 
 pub const WAIT: Duration = Duration::from_secs(30);
+
+/// Waits until StatefulSet `name` asks for `replicas` instances, and returns it.
+pub async fn statefulset_with_replicas(
+    sets: &Api<StatefulSet>,
+    name: &str,
+    replicas: i32,
+    timeout: Duration,
+) -> StatefulSet {
+    let what = format!("StatefulSet {name} with {replicas} replicas");
+    eventually(timeout, &what, || async {
+        sets.get(name)
+            .await
+            .ok()
+            .filter(|s| s.spec.as_ref().and_then(|s| s.replicas) == Some(replicas))
+    })
+    .await
+}
