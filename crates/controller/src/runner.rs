@@ -1,21 +1,25 @@
-//! Wires the reconcile into kube's `Controller`: the Database watch, the owned-object
-//! watches that bring a Database back when something it owns changes, and shutdown.
+//! Wires the reconcile to its triggers: the Database watch, and the owned-object
+//! watches that bring a Database back when something it owns changes; runs them until
+//! shutdown.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use database_api::Database;
 use database_api::constants::labels;
-use futures::StreamExt;
+use futures::stream::BoxStream;
+use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{Secret, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::runtime::controller::{Config as ControllerConfig, Controller};
-use kube::runtime::reflector;
+use kube::core::PartialObjectMeta;
+use kube::runtime::controller::trigger_owners;
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Predicate as _, PredicateConfig, WatchStreamExt as _, predicates, watcher};
 use kube::{Api, Client, ResourceExt as _};
 
 use crate::context::Context;
+use crate::dispatch;
 use crate::reconcile::{error_policy, reconcile};
 
 /// The annotation `kubectl apply` keeps the whole applied object in.
@@ -41,20 +45,16 @@ pub async fn run(
         Scope::Namespaces(list) => list.into_iter().map(Some).collect(),
     };
     let controllers = namespaces.into_iter().map(|namespace| {
-        let client = ctx.client.clone();
-        let ctx = ctx.clone();
-        let shutdown = shutdown.clone();
-        async move {
-            controller(&client, namespace.as_deref(), concurrency)
-                .graceful_shutdown_on(shutdown)
-                .run(reconcile, error_policy, ctx)
-                .for_each(|result| async move {
-                    if let Err(err) = result {
-                        tracing::debug!(error = %err, "reconcile did not complete");
-                    }
-                })
-                .await;
-        }
+        let (triggers, store) = triggers(&ctx.client, namespace.as_deref());
+        dispatch::run(
+            triggers,
+            store,
+            reconcile,
+            error_policy,
+            ctx.clone(),
+            concurrency,
+            shutdown.clone(),
+        )
     });
     futures::future::join_all(controllers).await;
 }
@@ -69,51 +69,121 @@ where
     }
 }
 
-fn controller(client: &Client, namespace: Option<&str>, concurrency: u16) -> Controller<Database> {
-    // Owned objects all carry the managed-by label: watching only those keeps every other
-    // Secret and Service in the cluster out of memory.
-    let owned = watcher::Config::default().labels(&format!(
-        "{}={}",
-        labels::MANAGED_BY,
-        labels::MANAGED_BY_VALUE
-    ));
+/// The Databases to reconcile, as their watches report them, and the cache of
+/// Databases those watches keep.
+fn triggers(
+    client: &Client,
+    namespace: Option<&str>,
+) -> (
+    impl Stream<Item = ObjectRef<Database>> + use<>,
+    Store<Database>,
+) {
     let (reader, writer) = reflector::store();
     let databases = watcher(
         api::<Database>(client, namespace),
         watcher::Config::default().any_semantic(),
     )
+    .backoff(WatchBackoff::default())
     // Nothing reads managedFields or kubectl's copy of the last applied object, and they
     // are the largest part of a cached Database.
     .modify(|db| {
         db.managed_fields_mut().clear();
         db.annotations_mut().remove(LAST_APPLIED);
     })
-    .reflect(writer)
-    .applied_objects()
-    // The status the controller writes needs no reconcile in reply: only a spec change
-    // (marking for deletion bumps the generation too), labels, annotations (the pause
-    // switch) or finalizers (one removed by hand is put back) bring a Database back.
-    // The cache above still sees every change.
-    .predicate_filter(
-        predicates::generation
-            .combine(predicates::labels)
-            .combine(predicates::annotations)
-            .combine(predicates::finalizers),
-        PredicateConfig::default(),
-    );
-    Controller::for_stream(databases, reader)
-        .with_config(ControllerConfig::default().concurrency(concurrency))
-        .trigger_backoff(WatchBackoff::default())
-        .owns(api::<StatefulSet>(client, namespace), owned.clone())
-        .owns(api::<Service>(client, namespace), owned.clone())
-        .owns(api::<Secret>(client, namespace), owned.clone())
-        .owns(api::<PodDisruptionBudget>(client, namespace), owned)
+    .reflect(writer);
+    let databases = cached(databases, reader.clone())
+        // The status the controller writes needs no reconcile in reply: only a spec change
+        // (marking for deletion bumps the generation too), labels, annotations (the pause
+        // switch) or finalizers (one removed by hand is put back) bring a Database back.
+        // The cache above still sees every change.
+        .predicate_filter(
+            predicates::generation
+                .combine(predicates::labels)
+                .combine(predicates::annotations)
+                .combine(predicates::finalizers),
+            PredicateConfig::default(),
+        )
+        .map(|result| result.map(|db| ObjectRef::from_obj(&db)))
+        .boxed();
+    let streams = vec![
+        databases,
+        owner_of::<StatefulSet>(client, namespace),
+        owner_of::<Service>(client, namespace),
+        owner_of::<Secret>(client, namespace),
+        owner_of::<PodDisruptionBudget>(client, namespace),
+    ];
+    let triggers = futures::stream::select_all(streams).filter_map(|result| async move {
+        match result {
+            Ok(key) => Some(key),
+            Err(err) => {
+                // The watch retries after its backoff; its cache stays as it was.
+                tracing::info!(error = %err, "watch failed; retrying");
+                None
+            }
+        }
+    });
+    (triggers, reader)
 }
 
-/// Retry delays for broken watches: 0.5 s doubling to 2 s. kube's default climbs to
-/// 30 s, and one backoff pauses all of a controller's watches together, so after an API
-/// server restart (every watch then gets 410 Gone and lists again) the default left the
-/// controller blind for minutes; a short cap keeps that to seconds.
+/// The Databases a watch reports, each at a moment the cache already holds it, so the
+/// reconcile it triggers finds it there. A list's objects only reach the cache all at
+/// once, when the list ends, so they are passed on from the cache then, not one by one
+/// as they arrive (that would drop a Database created while the watch was down: its
+/// reconcile would start before the cache had it).
+fn cached(
+    events: impl Stream<Item = Result<watcher::Event<Database>, watcher::Error>> + Send + 'static,
+    cache: Store<Database>,
+) -> impl Stream<Item = Result<Database, watcher::Error>> + Send + 'static {
+    events.flat_map(move |event| {
+        let (objects, error) = match event {
+            Ok(watcher::Event::Apply(db)) => (vec![Arc::new(db)], None),
+            Ok(watcher::Event::InitDone) => (cache.state(), None),
+            Ok(watcher::Event::Init | watcher::Event::InitApply(_) | watcher::Event::Delete(_)) => {
+                (Vec::new(), None)
+            }
+            Err(err) => (Vec::new(), Some(err)),
+        };
+        // Cloned one at a time as the stream is read: a relist of thousands of
+        // Databases never holds a second copy of them all.
+        let objects = objects
+            .into_iter()
+            .map(|db| Ok(Arc::try_unwrap(db).unwrap_or_else(|shared| (*shared).clone())));
+        futures::stream::iter(error.map(Err).into_iter().chain(objects))
+    })
+}
+
+/// The Databases that own the objects of kind `K` that change. Only metadata is
+/// watched, and only objects with the managed-by label: that keeps every other Secret
+/// and Service in the cluster, and every owned object's body, out of memory.
+fn owner_of<K>(
+    client: &Client,
+    namespace: Option<&str>,
+) -> BoxStream<'static, Result<ObjectRef<Database>, watcher::Error>>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + 'static,
+{
+    let owned = watcher::Config::default().labels(&format!(
+        "{}={}",
+        labels::MANAGED_BY,
+        labels::MANAGED_BY_VALUE
+    ));
+    let changes = watcher(api::<PartialObjectMeta<K>>(client, namespace), owned)
+        .backoff(WatchBackoff::default())
+        .touched_objects();
+    trigger_owners(changes, (), ())
+        .map(|result| result.map(|request| request.obj_ref))
+        .boxed()
+}
+
+/// Retry delays for a broken watch: 0.5 s doubling to 2 s. kube's default climbs to
+/// 30 s, which after an API server restart (every watch then gets 410 Gone and lists
+/// again) left the controller blind for minutes; a short cap keeps that to seconds.
+/// Each watch has its own.
 #[derive(Debug, Clone)]
 pub struct WatchBackoff {
     next: Duration,
@@ -148,6 +218,55 @@ impl kube::runtime::utils::Backoff for WatchBackoff {
 mod tests {
     use super::*;
     use kube::runtime::utils::Backoff as _;
+    use kube::runtime::watcher::Event;
+
+    fn database(name: &str) -> Database {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "mycompany.io/v1", "kind": "Database",
+            "metadata": {"name": name, "namespace": "shop"},
+            "spec": {"engine": "postgres", "version": "16", "storage": "1Gi"},
+        }))
+        .expect("Database")
+    }
+
+    /// A relist (Init, InitApply..., InitDone) after an earlier list: each Database
+    /// comes out only once the cache holds it, and a watch event at once.
+    #[tokio::test]
+    async fn databases_come_out_once_the_cache_holds_them() {
+        let (reader, writer) = reflector::store();
+        let events = vec![
+            Ok(Event::Init),
+            Ok(Event::InitApply(database("old"))),
+            Ok(Event::InitDone),
+            Ok(Event::Init),
+            Ok(Event::InitApply(database("old"))),
+            Ok(Event::InitApply(database("new"))),
+            Ok(Event::InitDone),
+            Ok(Event::Apply(database("changed"))),
+            Ok(Event::Delete(database("old"))),
+        ];
+        let stream = cached(
+            futures::stream::iter(events).reflect(writer),
+            reader.clone(),
+        );
+        let mut stream = std::pin::pin!(stream);
+        let mut seen = Vec::new();
+        while let Some(item) = stream.next().await {
+            let db = item.expect("no errors were sent");
+            assert!(
+                reader.get(&ObjectRef::from_obj(&db)).is_some(),
+                "{} came out before the cache held it",
+                db.name_any()
+            );
+            seen.push(db.name_any());
+        }
+        let (first, rest) = seen.split_at(1);
+        assert_eq!(first, ["old"]);
+        let mut relisted = rest[..2].to_vec();
+        relisted.sort();
+        assert_eq!(relisted, ["new", "old"]);
+        assert_eq!(rest[2..], ["changed"]);
+    }
 
     #[test]
     fn watch_retries_double_up_to_two_seconds_and_reset() {

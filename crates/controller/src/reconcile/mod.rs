@@ -11,6 +11,7 @@ pub mod storage;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::dispatch::Action;
 use database_api::constants::PAUSED_ANNOTATION;
 use database_api::validation::{Limits, validate};
 use database_api::{Database, Phase};
@@ -19,7 +20,6 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, PostParams};
-use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 
 use self::apply::{Applied, apply, delete_if_present, get_opt};

@@ -1,0 +1,277 @@
+//! The work queue between the watches and the reconciles. It has the semantics of
+//! client-go's workqueue: a key waits at most once, a key is never reconciled twice at
+//! the same time, a request that arrives while its key runs is kept and runs right
+//! after, and a requeue for later gives way to an earlier request.
+//!
+//! A request due now goes straight to the ready list. Timers are only for requeues;
+//! a watch event never waits for one.
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
+use std::hash::Hash;
+
+use tokio::time::Instant;
+
+#[derive(Debug)]
+pub struct WorkQueue<K> {
+    /// Keys due now, oldest first.
+    ready: VecDeque<K>,
+    /// The keys in `ready`.
+    queued: HashSet<K>,
+    /// Keys being reconciled.
+    running: HashSet<K>,
+    /// Running keys asked for again while they ran.
+    again: HashSet<K>,
+    /// Keys waiting for a time, with the time that counts.
+    later: HashMap<K, Instant>,
+    /// The times in `later`, soonest on top. An entry whose time no longer matches
+    /// `later` has been superseded and is skipped.
+    timers: BinaryHeap<Reverse<Timer<K>>>,
+}
+
+#[derive(Debug)]
+struct Timer<K> {
+    at: Instant,
+    key: K,
+}
+
+impl<K> PartialEq for Timer<K> {
+    fn eq(&self, other: &Self) -> bool {
+        self.at == other.at
+    }
+}
+impl<K> Eq for Timer<K> {}
+impl<K> PartialOrd for Timer<K> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl<K> Ord for Timer<K> {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.at.cmp(&other.at)
+    }
+}
+
+impl<K> Default for WorkQueue<K> {
+    fn default() -> Self {
+        Self {
+            ready: VecDeque::new(),
+            queued: HashSet::new(),
+            running: HashSet::new(),
+            again: HashSet::new(),
+            later: HashMap::new(),
+            timers: BinaryHeap::new(),
+        }
+    }
+}
+
+impl<K: Hash + Eq + Clone> WorkQueue<K> {
+    /// Asks for `key` to be reconciled as soon as possible.
+    pub fn add(&mut self, key: K) {
+        if self.running.contains(&key) {
+            self.again.insert(key);
+        } else if !self.queued.contains(&key) {
+            self.later.remove(&key);
+            self.queued.insert(key.clone());
+            self.ready.push_back(key);
+        }
+    }
+
+    /// Asks for `key` to be reconciled at `at`, unless it is asked for sooner already.
+    pub fn add_at(&mut self, key: K, at: Instant, now: Instant) {
+        if at <= now {
+            self.add(key);
+            return;
+        }
+        if self.queued.contains(&key) || self.again.contains(&key) {
+            return;
+        }
+        if self.later.get(&key).is_some_and(|current| *current <= at) {
+            return;
+        }
+        self.later.insert(key.clone(), at);
+        self.timers.push(Reverse(Timer { at, key }));
+    }
+
+    /// Moves the keys whose time has come to the ready list.
+    pub fn promote_due(&mut self, now: Instant) {
+        while let Some(Reverse(timer)) = self.timers.peek() {
+            if timer.at > now {
+                break;
+            }
+            let Some(Reverse(Timer { at, key })) = self.timers.pop() else {
+                break;
+            };
+            if self.later.get(&key) == Some(&at) {
+                self.add(key);
+            }
+        }
+    }
+
+    /// When the next requeue falls due, if any is waiting.
+    pub fn next_due(&mut self) -> Option<Instant> {
+        // Drop superseded timers on top so the answer is the real next time.
+        while let Some(Reverse(timer)) = self.timers.peek() {
+            if self.later.get(&timer.key) == Some(&timer.at) {
+                return Some(timer.at);
+            }
+            self.timers.pop();
+        }
+        None
+    }
+
+    /// Takes the oldest ready key and marks it running, if fewer than `limit` keys run
+    /// (0: no limit).
+    pub fn take(&mut self, limit: usize) -> Option<K> {
+        if limit != 0 && self.running.len() >= limit {
+            return None;
+        }
+        let key = self.ready.pop_front()?;
+        self.queued.remove(&key);
+        self.running.insert(key.clone());
+        Some(key)
+    }
+
+    /// Marks `key` done; a request that came while it ran makes it ready again.
+    pub fn done(&mut self, key: &K) {
+        self.running.remove(key);
+        if self.again.remove(key) {
+            self.add(key.clone());
+        }
+    }
+
+    /// How many keys are being reconciled.
+    pub fn running(&self) -> usize {
+        self.running.len()
+    }
+
+    /// How many keys are ready and how many wait for a time.
+    pub fn depth(&self) -> (usize, usize) {
+        (self.ready.len(), self.later.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn secs(n: u64) -> Duration {
+        Duration::from_secs(n)
+    }
+
+    fn drain(queue: &mut WorkQueue<&'static str>) -> Vec<&'static str> {
+        let mut taken = Vec::new();
+        while let Some(key) = queue.take(0) {
+            taken.push(key);
+        }
+        taken
+    }
+
+    #[test]
+    fn a_key_waits_once_and_keys_come_out_in_order() {
+        let mut queue = WorkQueue::default();
+        queue.add("a");
+        queue.add("b");
+        queue.add("a");
+        assert_eq!(drain(&mut queue), ["a", "b"]);
+        assert_eq!(queue.take(0), None);
+    }
+
+    #[test]
+    fn a_key_asked_for_while_it_runs_runs_again_after_and_not_beside() {
+        let mut queue = WorkQueue::default();
+        queue.add("a");
+        assert_eq!(queue.take(0), Some("a"));
+        queue.add("a");
+        queue.add("a");
+        assert_eq!(queue.take(0), None, "must not run twice at once");
+        queue.done(&"a");
+        assert_eq!(queue.take(0), Some("a"));
+        queue.done(&"a");
+        assert_eq!(queue.take(0), None, "the two requests were one");
+    }
+
+    #[test]
+    fn no_more_than_the_limit_run_at_once() {
+        let mut queue = WorkQueue::default();
+        for key in ["a", "b", "c"] {
+            queue.add(key);
+        }
+        assert_eq!(queue.take(2), Some("a"));
+        assert_eq!(queue.take(2), Some("b"));
+        assert_eq!(queue.take(2), None);
+        assert_eq!(queue.running(), 2);
+        queue.done(&"a");
+        assert_eq!(queue.take(2), Some("c"));
+    }
+
+    #[test]
+    fn a_requeue_waits_for_its_time() {
+        let now = Instant::now();
+        let mut queue = WorkQueue::default();
+        queue.add_at("a", now + secs(5), now);
+        assert_eq!(queue.next_due(), Some(now + secs(5)));
+        queue.promote_due(now + secs(4));
+        assert_eq!(queue.take(0), None);
+        queue.promote_due(now + secs(5));
+        assert_eq!(queue.take(0), Some("a"));
+        assert_eq!(queue.next_due(), None);
+    }
+
+    #[test]
+    fn a_request_due_now_does_not_wait_for_a_timer() {
+        let now = Instant::now();
+        let mut queue = WorkQueue::default();
+        queue.add_at("a", now, now);
+        assert_eq!(queue.take(0), Some("a"));
+        assert_eq!(queue.next_due(), None);
+    }
+
+    #[test]
+    fn the_earlier_of_two_times_counts() {
+        let now = Instant::now();
+        let mut queue = WorkQueue::default();
+        queue.add_at("a", now + secs(30), now);
+        queue.add_at("a", now + secs(2), now);
+        queue.add_at("a", now + secs(10), now);
+        assert_eq!(queue.next_due(), Some(now + secs(2)));
+        queue.promote_due(now + secs(2));
+        assert_eq!(drain(&mut queue), ["a"]);
+        // The superseded 10 s and 30 s timers bring nothing back.
+        queue.done(&"a");
+        queue.promote_due(now + secs(60));
+        assert_eq!(queue.take(0), None);
+        assert_eq!(queue.next_due(), None);
+    }
+
+    #[test]
+    fn a_request_now_replaces_a_requeue_for_later() {
+        let now = Instant::now();
+        let mut queue = WorkQueue::default();
+        queue.add_at("a", now + secs(30), now);
+        queue.add("a");
+        assert_eq!(queue.take(0), Some("a"));
+        queue.done(&"a");
+        queue.promote_due(now + secs(30));
+        assert_eq!(
+            queue.take(0),
+            None,
+            "the requeue was used up by the earlier run"
+        );
+        assert_eq!(queue.depth(), (0, 0));
+    }
+
+    #[test]
+    fn a_requeue_set_while_a_key_runs_waits_for_its_time_after() {
+        let now = Instant::now();
+        let mut queue = WorkQueue::default();
+        queue.add("a");
+        assert_eq!(queue.take(0), Some("a"));
+        queue.add_at("a", now + secs(5), now);
+        queue.done(&"a");
+        assert_eq!(queue.take(0), None);
+        queue.promote_due(now + secs(5));
+        assert_eq!(queue.take(0), Some("a"));
+    }
+}
