@@ -18,6 +18,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use tokio::task::{Id, JoinSet};
 use tokio::time::Instant;
 
+use crate::metrics::QueueMetrics;
 use crate::queue::WorkQueue;
 
 /// What a reconcile asks for next.
@@ -46,15 +47,15 @@ const AFTER_LOST_TASK: Duration = Duration::from_secs(10);
 /// Runs `reconcile` for the keys `triggers` yields until `shutdown` resolves or the
 /// triggers end, then waits for the reconciles in flight. A failed reconcile's next
 /// step comes from `error_policy`. Keys wait until `store` has its first full list; a
-/// key not in the store (deleted since) is dropped. At most `concurrency` reconciles
-/// run at once (0: no limit).
+/// key not in the store (deleted since) is dropped. At most `workers.concurrency`
+/// reconciles run at once (0: no limit).
 pub async fn run<K, Ctx, R, P, Fut, E>(
     triggers: impl Stream<Item = ObjectRef<K>>,
     store: Store<K>,
     reconcile: R,
     error_policy: P,
     context: Arc<Ctx>,
-    concurrency: u16,
+    workers: Workers,
     shutdown: impl Future<Output = ()>,
 ) where
     K: Resource + Clone + Send + Sync + 'static,
@@ -66,7 +67,10 @@ pub async fn run<K, Ctx, R, P, Fut, E>(
     E: Send + 'static,
 {
     let error_policy = Arc::new(error_policy);
-    let limit = usize::from(concurrency);
+    let limit = usize::from(workers.concurrency);
+    let metrics = workers.metrics;
+    // Several loops (one per watched namespace) share the gauge: each adds its change.
+    let mut depth_shown = 0_i64;
     let mut queue = WorkQueue::default();
     let mut tasks: JoinSet<Action> = JoinSet::new();
     let mut keys: HashMap<Id, ObjectRef<K>> = HashMap::new();
@@ -77,7 +81,8 @@ pub async fn run<K, Ctx, R, P, Fut, E>(
     let mut ready = false;
     loop {
         queue.promote_due(Instant::now());
-        while ready && let Some(key) = queue.take(limit) {
+        while ready && let Some((key, waited)) = queue.take(limit) {
+            metrics.wait.observe(waited.as_secs_f64());
             let Some(object) = store.get(&key) else {
                 queue.done(&key);
                 continue;
@@ -92,6 +97,9 @@ pub async fn run<K, Ctx, R, P, Fut, E>(
             });
             keys.insert(handle.id(), key);
         }
+        let depth = i64::try_from(queue.depth().0).unwrap_or(i64::MAX);
+        metrics.depth.inc_by(depth - depth_shown);
+        depth_shown = depth;
         let next_due = queue.next_due();
         tokio::select! {
             biased;
@@ -121,8 +129,16 @@ pub async fn run<K, Ctx, R, P, Fut, E>(
             () = tokio::time::sleep_until(next_due.unwrap_or_else(Instant::now)), if next_due.is_some() => {}
         }
     }
+    metrics.depth.dec_by(depth_shown);
     // Graceful: no new reconciles; the ones in flight finish.
     while tasks.join_next().await.is_some() {}
+}
+
+/// How many reconciles may run at once, and where the queue reports.
+pub struct Workers {
+    /// 0: no limit.
+    pub concurrency: u16,
+    pub metrics: QueueMetrics,
 }
 
 #[cfg(test)]
@@ -187,6 +203,19 @@ mod tests {
         tokio::sync::oneshot::Sender<()>,
         tokio::task::JoinHandle<()>,
     ) {
+        start_with(log, store, concurrency, QueueMetrics::default())
+    }
+
+    fn start_with(
+        log: Arc<Log>,
+        store: Store<ConfigMap>,
+        concurrency: u16,
+        metrics: QueueMetrics,
+    ) -> (
+        mpsc::UnboundedSender<ObjectRef<ConfigMap>>,
+        tokio::sync::oneshot::Sender<()>,
+        tokio::task::JoinHandle<()>,
+    ) {
         let (send, triggers) = mpsc::unbounded();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let reconcile = |map: Arc<ConfigMap>, log: Arc<Log>| async move {
@@ -209,7 +238,10 @@ mod tests {
             reconcile,
             error_policy,
             log,
-            concurrency,
+            Workers {
+                concurrency,
+                metrics,
+            },
             async {
                 let _ = stopped.await;
             },
@@ -298,18 +330,25 @@ mod tests {
                 .insert(name.into(), Action::await_change());
         }
         let (store, _writer) = filled(&["a", "b", "c"]);
-        let (send, stop, task) = start(log.clone(), store, 2);
+        let metrics = QueueMetrics::default();
+        let (send, stop, task) = start_with(log.clone(), store, 2, metrics.clone());
         for name in ["a", "b", "c"] {
             send.unbounded_send(key(name)).expect("send");
         }
         settle().await;
         assert_eq!(log.entries(), ["start a", "start b"]);
+        assert_eq!(metrics.depth.get(), 1, "c waits for a worker");
         stop.send(()).expect("stop");
         settle().await;
         assert!(!task.is_finished(), "two reconciles are still running");
         log.hold.store(false, std::sync::atomic::Ordering::SeqCst);
         log.release.notify_waiters();
         task.await.expect("run ends");
+        assert_eq!(
+            metrics.depth.get(),
+            0,
+            "a stopped loop leaves nothing counted"
+        );
         let entries = log.entries();
         assert!(entries.contains(&"end a".to_owned()) && entries.contains(&"end b".to_owned()));
         assert!(

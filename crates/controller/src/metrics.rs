@@ -31,6 +31,26 @@ pub struct Metrics {
     pub writes: Family<WriteLabels, Counter>,
     pub duration: Family<ResultLabels, Histogram>,
     pub leader: Gauge,
+    pub queue: QueueMetrics,
+}
+
+/// What the work queue reports: how many Databases wait for a worker, and how long
+/// each waited.
+#[derive(Clone, Debug)]
+pub struct QueueMetrics {
+    pub depth: Gauge,
+    pub wait: Histogram,
+}
+
+impl Default for QueueMetrics {
+    fn default() -> Self {
+        Self {
+            depth: Gauge::default(),
+            wait: Histogram::new([
+                0.0001, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 60.0,
+            ]),
+        }
+    }
 }
 
 impl Default for Metrics {
@@ -66,6 +86,17 @@ impl Default for Metrics {
             "1 while this replica holds the leader Lease",
             leader.clone(),
         );
+        let queue = QueueMetrics::default();
+        registry.register(
+            "queue_depth",
+            "Databases due for a reconcile and waiting for a worker",
+            queue.depth.clone(),
+        );
+        registry.register(
+            "queue_wait_seconds",
+            "Time from a Database falling due to its reconcile starting",
+            queue.wait.clone(),
+        );
         Self {
             registry,
             reconciles,
@@ -73,6 +104,7 @@ impl Default for Metrics {
             writes,
             duration,
             leader,
+            queue,
         }
     }
 }
@@ -104,6 +136,19 @@ mod tests {
         let text = metrics.encode();
         assert!(
             text.contains("database_controller_writes_total{action=\"apply\"} 2"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn the_work_queue_shows_in_the_encoded_text() {
+        let metrics = Metrics::default();
+        metrics.queue.depth.set(3);
+        metrics.queue.wait.observe(0.002);
+        let text = metrics.encode();
+        assert!(text.contains("database_controller_queue_depth 3"), "{text}");
+        assert!(
+            text.contains("database_controller_queue_wait_seconds_count 1"),
             "{text}"
         );
     }

@@ -9,13 +9,14 @@
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
 use std::hash::Hash;
+use std::time::Duration;
 
 use tokio::time::Instant;
 
 #[derive(Debug)]
 pub struct WorkQueue<K> {
-    /// Keys due now, oldest first.
-    ready: VecDeque<K>,
+    /// Keys due now, oldest first, with when each became due.
+    ready: VecDeque<(K, Instant)>,
     /// The keys in `ready`.
     queued: HashSet<K>,
     /// Keys being reconciled.
@@ -73,7 +74,7 @@ impl<K: Hash + Eq + Clone> WorkQueue<K> {
         } else if !self.queued.contains(&key) {
             self.later.remove(&key);
             self.queued.insert(key.clone());
-            self.ready.push_back(key);
+            self.ready.push_back((key, Instant::now()));
         }
     }
 
@@ -121,15 +122,15 @@ impl<K: Hash + Eq + Clone> WorkQueue<K> {
     }
 
     /// Takes the oldest ready key and marks it running, if fewer than `limit` keys run
-    /// (0: no limit).
-    pub fn take(&mut self, limit: usize) -> Option<K> {
+    /// (0: no limit); with how long it waited since it became due.
+    pub fn take(&mut self, limit: usize) -> Option<(K, Duration)> {
         if limit != 0 && self.running.len() >= limit {
             return None;
         }
-        let key = self.ready.pop_front()?;
+        let (key, since) = self.ready.pop_front()?;
         self.queued.remove(&key);
         self.running.insert(key.clone());
-        Some(key)
+        Some((key, since.elapsed()))
     }
 
     /// Marks `key` done; a request that came while it ran makes it ready again.
@@ -154,15 +155,18 @@ impl<K: Hash + Eq + Clone> WorkQueue<K> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     fn secs(n: u64) -> Duration {
         Duration::from_secs(n)
     }
 
+    fn key_of(taken: Option<(&'static str, Duration)>) -> Option<&'static str> {
+        taken.map(|(key, _)| key)
+    }
+
     fn drain(queue: &mut WorkQueue<&'static str>) -> Vec<&'static str> {
         let mut taken = Vec::new();
-        while let Some(key) = queue.take(0) {
+        while let Some((key, _)) = queue.take(0) {
             taken.push(key);
         }
         taken
@@ -175,21 +179,29 @@ mod tests {
         queue.add("b");
         queue.add("a");
         assert_eq!(drain(&mut queue), ["a", "b"]);
-        assert_eq!(queue.take(0), None);
+        assert_eq!(key_of(queue.take(0)), None);
     }
 
     #[test]
     fn a_key_asked_for_while_it_runs_runs_again_after_and_not_beside() {
         let mut queue = WorkQueue::default();
         queue.add("a");
-        assert_eq!(queue.take(0), Some("a"));
+        assert_eq!(key_of(queue.take(0)), Some("a"));
         queue.add("a");
         queue.add("a");
-        assert_eq!(queue.take(0), None, "must not run twice at once");
+        assert_eq!(key_of(queue.take(0)), None, "must not run twice at once");
         queue.done(&"a");
-        assert_eq!(queue.take(0), Some("a"));
+        assert_eq!(key_of(queue.take(0)), Some("a"));
         queue.done(&"a");
-        assert_eq!(queue.take(0), None, "the two requests were one");
+        assert_eq!(key_of(queue.take(0)), None, "the two requests were one");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_taken_key_tells_how_long_it_waited() {
+        let mut queue = WorkQueue::default();
+        queue.add("a");
+        tokio::time::advance(Duration::from_millis(7)).await;
+        assert_eq!(queue.take(0), Some(("a", Duration::from_millis(7))));
     }
 
     #[test]
@@ -198,12 +210,12 @@ mod tests {
         for key in ["a", "b", "c"] {
             queue.add(key);
         }
-        assert_eq!(queue.take(2), Some("a"));
-        assert_eq!(queue.take(2), Some("b"));
-        assert_eq!(queue.take(2), None);
+        assert_eq!(key_of(queue.take(2)), Some("a"));
+        assert_eq!(key_of(queue.take(2)), Some("b"));
+        assert_eq!(key_of(queue.take(2)), None);
         assert_eq!(queue.running(), 2);
         queue.done(&"a");
-        assert_eq!(queue.take(2), Some("c"));
+        assert_eq!(key_of(queue.take(2)), Some("c"));
     }
 
     #[test]
@@ -213,9 +225,9 @@ mod tests {
         queue.add_at("a", now + secs(5), now);
         assert_eq!(queue.next_due(), Some(now + secs(5)));
         queue.promote_due(now + secs(4));
-        assert_eq!(queue.take(0), None);
+        assert_eq!(key_of(queue.take(0)), None);
         queue.promote_due(now + secs(5));
-        assert_eq!(queue.take(0), Some("a"));
+        assert_eq!(key_of(queue.take(0)), Some("a"));
         assert_eq!(queue.next_due(), None);
     }
 
@@ -224,7 +236,7 @@ mod tests {
         let now = Instant::now();
         let mut queue = WorkQueue::default();
         queue.add_at("a", now, now);
-        assert_eq!(queue.take(0), Some("a"));
+        assert_eq!(key_of(queue.take(0)), Some("a"));
         assert_eq!(queue.next_due(), None);
     }
 
@@ -241,7 +253,7 @@ mod tests {
         // The superseded 10 s and 30 s timers bring nothing back.
         queue.done(&"a");
         queue.promote_due(now + secs(60));
-        assert_eq!(queue.take(0), None);
+        assert_eq!(key_of(queue.take(0)), None);
         assert_eq!(queue.next_due(), None);
     }
 
@@ -251,7 +263,7 @@ mod tests {
         let mut queue = WorkQueue::default();
         queue.add_at("a", now + secs(30), now);
         queue.add("a");
-        assert_eq!(queue.take(0), Some("a"));
+        assert_eq!(key_of(queue.take(0)), Some("a"));
         queue.done(&"a");
         queue.promote_due(now + secs(30));
         assert_eq!(
@@ -267,11 +279,11 @@ mod tests {
         let now = Instant::now();
         let mut queue = WorkQueue::default();
         queue.add("a");
-        assert_eq!(queue.take(0), Some("a"));
+        assert_eq!(key_of(queue.take(0)), Some("a"));
         queue.add_at("a", now + secs(5), now);
         queue.done(&"a");
-        assert_eq!(queue.take(0), None);
+        assert_eq!(key_of(queue.take(0)), None);
         queue.promote_due(now + secs(5));
-        assert_eq!(queue.take(0), Some("a"));
+        assert_eq!(key_of(queue.take(0)), Some("a"));
     }
 }

@@ -52,7 +52,10 @@ pub async fn run(
             reconcile,
             error_policy,
             ctx.clone(),
-            concurrency,
+            dispatch::Workers {
+                concurrency,
+                metrics: ctx.metrics.queue.clone(),
+            },
             shutdown.clone(),
         )
     });
