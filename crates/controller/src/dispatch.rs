@@ -114,9 +114,12 @@ pub async fn run<K, Ctx, R, P, Fut, E>(
                 };
                 if let Some(key) = keys.remove(&id) {
                     queue.done(&key);
-                    if let Action::RequeueAfter(after) = action {
-                        let now = Instant::now();
-                        queue.add_at(key, now + after, now);
+                    let now = Instant::now();
+                    // A delay too long to add to a clock reading means never.
+                    if let Action::RequeueAfter(after) = action
+                        && let Some(at) = now.checked_add(after)
+                    {
+                        queue.add_at(key, at, now);
                     }
                 }
             }
