@@ -71,9 +71,11 @@ pub async fn run<K, Ctx, R, P, Fut, E>(
     let metrics = workers.metrics;
     // Several loops (one per watched namespace) share the gauge: each adds its change.
     let mut depth_shown = 0_i64;
-    let mut queue = WorkQueue::default();
     let mut tasks: JoinSet<Action> = JoinSet::new();
-    let mut keys: HashMap<Id, ObjectRef<K>> = HashMap::new();
+    // Keys are shared, not copied: a key waiting for a requeue sits in several of the
+    // queue's indexes at once, for each of thousands of Databases.
+    let mut queue: WorkQueue<Arc<ObjectRef<K>>> = WorkQueue::default();
+    let mut keys: HashMap<Id, Arc<ObjectRef<K>>> = HashMap::new();
     let mut triggers = std::pin::pin!(triggers);
     let mut shutdown = std::pin::pin!(shutdown);
     let cache_ready = store.wait_until_ready();
@@ -124,7 +126,7 @@ pub async fn run<K, Ctx, R, P, Fut, E>(
                 }
             }
             trigger = triggers.next() => match trigger {
-                Some(key) => queue.add(key),
+                Some(key) => queue.add(Arc::new(key)),
                 None => break,
             },
             // A closed writer means the watch ended; the triggers end with it.

@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::{Secret, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::trigger_owners;
-use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::reflector::{self, ObjectRef, ObjectRefExtra, Store};
 use kube::runtime::{Predicate as _, PredicateConfig, WatchStreamExt as _, predicates, watcher};
 use kube::{Api, Client, ResourceExt as _};
 
@@ -117,7 +117,12 @@ fn triggers(
     ];
     let triggers = futures::stream::select_all(streams).filter_map(|result| async move {
         match result {
-            Ok(key) => Some(key),
+            // The uid and resourceVersion a key carries play no part in finding the
+            // Database; dropping them keeps each waiting key small.
+            Ok(mut key) => {
+                key.extra = ObjectRefExtra::default();
+                Some(key)
+            }
             Err(err) => {
                 // The watch retries after its backoff; its cache stays as it was.
                 tracing::info!(error = %err, "watch failed; retrying");
