@@ -81,6 +81,10 @@ pub async fn run<K, Ctx, R, P, Fut, E>(
     let cache_ready = store.wait_until_ready();
     let mut cache_ready = std::pin::pin!(cache_ready);
     let mut ready = false;
+    // One timer for the next requeue, moved when that changes rather than made anew
+    // on every turn of the loop.
+    let requeue_timer = tokio::time::sleep_until(Instant::now());
+    let mut requeue_timer = std::pin::pin!(requeue_timer);
     loop {
         queue.promote_due(Instant::now());
         while ready && let Some((key, waited)) = queue.take(limit) {
@@ -103,6 +107,11 @@ pub async fn run<K, Ctx, R, P, Fut, E>(
         metrics.depth.inc_by(depth - depth_shown);
         depth_shown = depth;
         let next_due = queue.next_due();
+        if let Some(at) = next_due
+            && requeue_timer.deadline() != at
+        {
+            requeue_timer.as_mut().reset(at);
+        }
         tokio::select! {
             biased;
             () = &mut shutdown => break,
@@ -131,7 +140,7 @@ pub async fn run<K, Ctx, R, P, Fut, E>(
             },
             // A closed writer means the watch ended; the triggers end with it.
             _ = &mut cache_ready, if !ready => ready = true,
-            () = tokio::time::sleep_until(next_due.unwrap_or_else(Instant::now)), if next_due.is_some() => {}
+            () = &mut requeue_timer, if next_due.is_some() => {}
         }
     }
     metrics.depth.dec_by(depth_shown);
