@@ -18,6 +18,10 @@ pub enum ClusterCommand {
         /// Also run kube-controller-manager, kube-scheduler and kwok with fake nodes.
         #[arg(long)]
         full: bool,
+        /// Run a real node instead of fake ones: kubelet, containerd, kube-proxy,
+        /// CoreDNS, disks, and the engine images (needs root).
+        #[arg(long, conflicts_with = "full")]
+        real: bool,
     },
     /// Stop the background control plane.
     Down,
@@ -28,6 +32,8 @@ pub enum ClusterCommand {
     Serve {
         #[arg(long)]
         full: bool,
+        #[arg(long)]
+        real: bool,
     },
 }
 
@@ -47,10 +53,10 @@ fn kubeconfig_file() -> PathBuf {
 
 pub fn run(command: ClusterCommand) -> anyhow::Result<()> {
     match command {
-        ClusterCommand::Up { full } => up(full),
+        ClusterCommand::Up { full, real } => up(Tier::of(full, real)),
         ClusterCommand::Down => down(),
         ClusterCommand::Status => status(),
-        ClusterCommand::Serve { full } => serve(full),
+        ClusterCommand::Serve { full, real } => serve(Tier::of(full, real)),
     }
 }
 
@@ -64,21 +70,70 @@ fn running() -> Option<u32> {
         .then_some(pid)
 }
 
-fn up(full: bool) -> anyhow::Result<()> {
+/// Which control plane `up` starts.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Tier {
+    ApiServer,
+    Full,
+    Real,
+}
+
+impl Tier {
+    fn of(full: bool, real: bool) -> Self {
+        match (full, real) {
+            (_, true) => Self::Real,
+            (true, false) => Self::Full,
+            (false, false) => Self::ApiServer,
+        }
+    }
+
+    fn flag(self) -> Option<&'static str> {
+        match self {
+            Self::ApiServer => None,
+            Self::Full => Some("--full"),
+            Self::Real => Some("--real"),
+        }
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            Self::ApiServer => "apiserver only",
+            Self::Full => "full",
+            Self::Real => "real node",
+        }
+    }
+
+    /// The options, with every engine image for a real node.
+    fn options(self) -> Options {
+        match self {
+            Self::ApiServer => Options::default(),
+            Self::Full => Options::full(),
+            Self::Real => {
+                let ids: Vec<&str> = testenv::images::RECIPES.iter().map(|r| r.id).collect();
+                Options::real(&ids)
+            }
+        }
+    }
+}
+
+fn up(tier: Tier) -> anyhow::Result<()> {
     if running().is_some() {
         println!("a control plane is already running");
         return status();
     }
-    crate::control_plane::ensure_built()?;
+    if tier == Tier::Real {
+        crate::control_plane::ensure_built(crate::control_plane::Tier::Real)?;
+        crate::images::ensure_built(&[])?;
+    } else {
+        crate::control_plane::ensure_built(crate::control_plane::Tier::Full)?;
+    }
     std::fs::create_dir_all(state_dir())?;
     let _ = std::fs::remove_file(state_file());
     let log_path = state_dir().join("serve.log");
     let log = std::fs::File::create(&log_path)?;
     let mut command = Command::new(std::env::current_exe()?);
     command.args(["cluster", "serve"]);
-    if full {
-        command.arg("--full");
-    }
+    command.args(tier.flag());
     let mut child = {
         use std::os::unix::process::CommandExt;
         // Its own process group: Ctrl-C in this terminal must not reach it.
@@ -134,27 +189,22 @@ fn status() -> anyhow::Result<()> {
     let state: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(state_file())?)?;
     println!(
         "control plane running (pid {pid}, {}), API server {}",
-        if state["full"] == true {
-            "full"
-        } else {
-            "apiserver only"
-        },
+        state["tier"].as_str().unwrap_or("?"),
         state["server"].as_str().unwrap_or("?")
     );
     println!("export KUBECONFIG={}", kubeconfig_file().display());
     Ok(())
 }
 
-fn serve(full: bool) -> anyhow::Result<()> {
+fn serve(tier: Tier) -> anyhow::Result<()> {
     // One thread: the components are tied to the thread that started them.
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let options = if full { Options::full() } else { Options::default() };
-        let plane = ControlPlane::start(options).await.context("starting the control plane")?;
+        let plane = ControlPlane::start(tier.options()).await.context("starting the control plane")?;
         std::fs::copy(plane.kubeconfig(), kubeconfig_file())?;
-        let state = json!({"pid": std::process::id(), "server": plane.server(), "full": full, "dir": plane.dir()});
+        let state = json!({"pid": std::process::id(), "server": plane.server(), "tier": tier.describe(), "dir": plane.dir()});
         std::fs::write(state_file(), serde_json::to_vec_pretty(&state)?)?;
         println!("control plane ready at {} (files in {})", plane.server(), plane.dir().display());
         let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;

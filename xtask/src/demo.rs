@@ -2,6 +2,9 @@
 //! CRD and webhook configurations from `deploy/`, a throw-away CA for the webhook, the
 //! webhook and the controller as local processes, and the samples from `deploy/samples`
 //! running until every Database is Running. Ctrl-C stops it all.
+//!
+//! `--real` runs the same on a real node (kubelet, containerd, kube-proxy, CoreDNS),
+//! where one Database per engine runs its real server from the locally built images.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -23,10 +26,35 @@ pub struct DemoArgs {
     /// Exit once every sample is Running instead of waiting for Ctrl-C (for CI).
     #[arg(long)]
     pub exit_when_ready: bool,
+    /// Run real database servers on a real node (needs root; see the README).
+    #[arg(long)]
+    pub real: bool,
 }
 
+/// One Database per engine at a version the locally built images serve.
+const REAL_SAMPLES: &str = "apiVersion: mycompany.io/v1
+kind: Database
+metadata: {name: sample-postgres}
+spec: {engine: postgres, version: \"17\", storage: 1Gi}
+---
+apiVersion: mycompany.io/v1
+kind: Database
+metadata: {name: sample-mysql}
+spec: {engine: mysql, version: \"9.7\", storage: 1Gi}
+---
+apiVersion: mycompany.io/v1
+kind: Database
+metadata: {name: sample-mongodb}
+spec: {engine: mongodb, version: \"6.0\", storage: 1Gi, deletionPolicy: Delete}
+";
+
 pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
-    crate::control_plane::ensure_built()?;
+    if args.real {
+        crate::control_plane::ensure_built(crate::control_plane::Tier::Real)?;
+        crate::images::ensure_built(&[])?;
+    } else {
+        crate::control_plane::ensure_built(crate::control_plane::Tier::Full)?;
+    }
     println!("demo: building the controller and the webhook");
     let status = Command::new(env!("CARGO"))
         .current_dir(crate::workspace_root())
@@ -52,10 +80,18 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
 
 async fn demo(args: &DemoArgs) -> anyhow::Result<()> {
     let started = Instant::now();
-    println!(
-        "demo: starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok"
-    );
-    let plane = ControlPlane::start(Options::full()).await?;
+    let plane = if args.real {
+        println!(
+            "demo: starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and a real node"
+        );
+        let images: Vec<&str> = testenv::images::RECIPES.iter().map(|r| r.id).collect();
+        ControlPlane::start(Options::real(&images)).await?
+    } else {
+        println!(
+            "demo: starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok"
+        );
+        ControlPlane::start(Options::full()).await?
+    };
     let root = crate::workspace_root();
     let demo_dir = root.join("target/demo");
     std::fs::create_dir_all(&demo_dir)?;
@@ -103,13 +139,27 @@ async fn demo(args: &DemoArgs) -> anyhow::Result<()> {
         plane.dir(),
     )?;
 
-    println!("demo: applying deploy/samples in namespace {NAMESPACE}");
     kubectl(&plane, &["create", "namespace", NAMESPACE])?;
-    let samples = root.join("deploy/samples").display().to_string();
+    let samples = if args.real {
+        println!("demo: applying one Database per engine in namespace {NAMESPACE}");
+        let file = demo_dir.join("samples.yaml");
+        std::fs::write(&file, REAL_SAMPLES)?;
+        vec!["-f".to_owned(), file.display().to_string()]
+    } else {
+        println!("demo: applying deploy/samples in namespace {NAMESPACE}");
+        vec![
+            "-k".to_owned(),
+            root.join("deploy/samples").display().to_string(),
+        ]
+    };
     // The API server picks up new webhook configurations through an informer: retry
     // until the webhook answers.
-    let applied =
-        retry(|| kubectl_output(&plane, &["apply", "-n", NAMESPACE, "-k", &samples])).await?;
+    let applied = retry(|| {
+        let mut apply = vec!["apply", "-n", NAMESPACE];
+        apply.extend(samples.iter().map(String::as_str));
+        kubectl_output(&plane, &apply)
+    })
+    .await?;
     // The webhook's warnings (e.g. replicas that do not replicate) come on stderr.
     print!("{}{}", applied.0, applied.1);
 
@@ -119,6 +169,37 @@ async fn demo(args: &DemoArgs) -> anyhow::Result<()> {
         started.elapsed()
     );
     print!("{}", kubectl(&plane, &["get", "db", "-A", "-o", "wide"])?);
+    if args.real {
+        print_real_hints(&kubeconfig, plane.dir());
+    } else {
+        print_hints(&kubeconfig, plane.dir());
+    }
+    if args.exit_when_ready {
+        return Ok(());
+    }
+    println!("\nPress Ctrl-C to stop everything.");
+    tokio::signal::ctrl_c().await?;
+    println!("demo: stopping");
+    Ok(())
+}
+
+fn print_real_hints(kubeconfig: &std::path::Path, logs: &std::path::Path) {
+    println!(
+        "\nTry it (in another terminal):
+  export KUBECONFIG={kubeconfig}
+  kubectl get db,pods,pvc -n {NAMESPACE}
+  kubectl exec -it sample-postgres-0 -n {NAMESPACE} -- psql -U postgres
+  kubectl run client -n {NAMESPACE} --rm -it --image=postgres:17 --restart=Never \\
+    --env=URI=$(kubectl get secret sample-postgres-connection -n {NAMESPACE} -o jsonpath='{{.data.uri}}' | base64 -d) -- sh -c 'psql \"$URI\"'
+  kubectl patch db sample-postgres -n {NAMESPACE} --type=merge -p '{{\"spec\":{{\"storage\":\"2Gi\"}}}}'
+  kubectl delete pod sample-postgres-0 -n {NAMESPACE}   # the new size reaches the server on restart
+Logs: {logs}/controller.log, {logs}/webhook.log, and the node's in {logs}/node",
+        kubeconfig = kubeconfig.display(),
+        logs = logs.display(),
+    );
+}
+
+fn print_hints(kubeconfig: &std::path::Path, logs: &std::path::Path) {
     println!(
         "\nTry it (in another terminal):
   export KUBECONFIG={kubeconfig}
@@ -130,15 +211,8 @@ async fn demo(args: &DemoArgs) -> anyhow::Result<()> {
   kubectl delete db sample-mongodb -n {NAMESPACE}
 Logs: {logs}/controller.log and {logs}/webhook.log",
         kubeconfig = kubeconfig.display(),
-        logs = plane.dir().display(),
+        logs = logs.display(),
     );
-    if args.exit_when_ready {
-        return Ok(());
-    }
-    println!("\nPress Ctrl-C to stop everything.");
-    tokio::signal::ctrl_c().await?;
-    println!("demo: stopping");
-    Ok(())
 }
 
 async fn wait_until_running(client: &Client) -> anyhow::Result<()> {

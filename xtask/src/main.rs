@@ -4,6 +4,7 @@ mod bench;
 mod cluster;
 mod control_plane;
 mod demo;
+mod images;
 mod local_webhook;
 mod manifests;
 mod test;
@@ -35,6 +36,11 @@ enum Command {
         #[command(subcommand)]
         command: cluster::ClusterCommand,
     },
+    /// The container images of the real tier, built from Debian packages.
+    Images {
+        #[command(subcommand)]
+        command: images::ImagesCommand,
+    },
     /// Every test: unit tests and the acceptance tests against a real control plane.
     Test(test::TestArgs),
     /// Benchmarks on the local control plane: latency, throughput, memory, CPU, writes.
@@ -65,7 +71,7 @@ fn main() -> std::process::ExitCode {
         Command::Manifests { check } => manifests::run(check),
         Command::ControlPlane {
             command: ControlPlaneCommand::Build,
-        } => control_plane::ensure_built().map(|_| ()),
+        } => control_plane::ensure_built(control_plane::Tier::Real).map(|_| ()),
         Command::ControlPlane {
             command: ControlPlaneCommand::Info,
         } => {
@@ -73,6 +79,7 @@ fn main() -> std::process::ExitCode {
             Ok(())
         }
         Command::Cluster { command } => cluster::run(command),
+        Command::Images { command } => images::run(command),
         Command::Test(args) => test::run(&args),
         Command::Demo(args) => demo::run(&args),
         Command::Bench(args) => bench::run(&args),

@@ -1,5 +1,6 @@
-//! `cargo xtask test`: the control-plane binaries (built once, then cached), every unit
-//! test, and every acceptance test against a real kube-apiserver; then a check that no
+//! `cargo xtask test`: the control-plane binaries and the engine images (built once,
+//! then cached), every unit test, every acceptance test against a real kube-apiserver,
+//! and the real tier's tests against real database servers; then a check that no
 //! component outlived its test.
 
 use std::process::Command;
@@ -9,9 +10,10 @@ use anyhow::bail;
 
 #[derive(clap::Args)]
 pub struct TestArgs {
-    /// Longer fault runs: 1,000 operations under SIGKILLs and 20 failover trials (about
-    /// half an hour more). Each can also be set alone through FAULT_OPERATIONS and
-    /// FAILOVER_TRIALS; FAULT_SEED repeats a chaos run.
+    /// Longer fault runs: 1,000 operations under SIGKILLs, 20 leader failovers, and 20
+    /// database failovers in each replication mode (about an hour more). Each can also
+    /// be set alone through FAULT_OPERATIONS, FAILOVER_TRIALS and
+    /// DATABASE_FAILOVER_TRIALS; FAULT_SEED repeats a chaos run.
     #[arg(long)]
     pub long: bool,
     /// Arguments passed on to `cargo test` after `--` (e.g. a test name filter).
@@ -21,16 +23,24 @@ pub struct TestArgs {
 
 pub fn run(args: &TestArgs) -> anyhow::Result<()> {
     let started = Instant::now();
-    crate::control_plane::ensure_built()?;
+    crate::control_plane::ensure_built(crate::control_plane::Tier::Real)?;
     crate::control_plane::print_info();
-    println!("control plane ready in {:.1?}", started.elapsed());
+    crate::images::ensure_built(&[])?;
+    println!(
+        "control plane and images ready in {:.1?}",
+        started.elapsed()
+    );
 
     // Components already running (e.g. `cargo xtask cluster up`) are not the tests' doing.
     let before = leftover_components();
     let tests = Instant::now();
     let mut command = Command::new(env!("CARGO"));
     if args.long {
-        for (var, value) in [("FAULT_OPERATIONS", "1000"), ("FAILOVER_TRIALS", "20")] {
+        for (var, value) in [
+            ("FAULT_OPERATIONS", "1000"),
+            ("FAILOVER_TRIALS", "20"),
+            ("DATABASE_FAILOVER_TRIALS", "20"),
+        ] {
             if std::env::var_os(var).is_none() {
                 command.env(var, value);
             }
@@ -55,6 +65,11 @@ pub fn run(args: &TestArgs) -> anyhow::Result<()> {
         bail!("components left running after the tests: {leftovers:?}");
     }
     println!("no control-plane process left running");
+    let host = leftover_host_state();
+    if !host.is_empty() {
+        bail!("the real tier left state on the host: {host:?}");
+    }
+    println!("no mount, bridge, iptables chain or Pod cgroup left on the host");
     if !status.success() {
         bail!("cargo test failed with {status}");
     }
@@ -68,6 +83,38 @@ pub fn run(args: &TestArgs) -> anyhow::Result<()> {
         bail!("components left running after the benchmark smoke run");
     }
     Ok(())
+}
+
+/// What a real node makes on the host and must remove: mounts under a harness folder,
+/// its bridge, kube-proxy's chains and the Pod cgroups.
+fn leftover_host_state() -> Vec<String> {
+    let mut left: Vec<String> = std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| line.split(' ').nth(4))
+        .filter(|point| point.contains("/testenv-"))
+        .map(|point| format!("mount {point}"))
+        .collect();
+    if std::path::Path::new("/sys/class/net/dbop0").exists() {
+        left.push("bridge dbop0".to_owned());
+    }
+    if let Ok(output) = Command::new("iptables-save").arg("-t").arg("nat").output() {
+        let chains = String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .filter(|l| l.starts_with(":KUBE-"))
+            .count();
+        if chains > 0 {
+            left.push(format!("{chains} KUBE-* chains in the nat table"));
+        }
+    }
+    if let Ok(hierarchies) = std::fs::read_dir("/sys/fs/cgroup") {
+        for hierarchy in hierarchies.filter_map(Result::ok) {
+            if hierarchy.path().join("kubepods").exists() {
+                left.push(format!("cgroup {}/kubepods", hierarchy.path().display()));
+            }
+        }
+    }
+    left
 }
 
 /// Processes whose command line points into a harness temporary folder.

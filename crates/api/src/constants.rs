@@ -13,6 +13,16 @@ pub const FIELD_MANAGER: &str = "database-controller";
 /// Annotation that pauses reconciliation of one Database when set to `"true"`.
 pub const PAUSED_ANNOTATION: &str = "mycompany.io/paused";
 
+/// Annotation the controller sets on a mysql Database created before its data moved
+/// into a subfolder of the volume (`volume-root`): that data stays where it is.
+pub const MYSQL_DATADIR_ANNOTATION: &str = "mycompany.io/mysql-datadir";
+/// Value of [`MYSQL_DATADIR_ANNOTATION`] for data at the volume's root.
+pub const MYSQL_DATADIR_VOLUME_ROOT: &str = "volume-root";
+
+/// Annotation on a credentials Secret kept after its Database was deleted with its data
+/// retained: the version the data was written by.
+pub const RETAINED_VERSION_ANNOTATION: &str = "mycompany.io/retained-version";
+
 /// The recommended `app.kubernetes.io/*` label keys and the values the operator uses.
 pub mod labels {
     /// The engine (`postgres`, `mysql`, `mongodb`).

@@ -5,6 +5,8 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::replication::{InstanceStatus, Replication};
+
 /// Replicas when the user gives none; the CRD schema carries it so the API server applies it.
 pub const DEFAULT_REPLICAS: i32 = 1;
 /// Fewest replicas a Database may ask for.
@@ -49,6 +51,12 @@ pub const MAX_REPLICAS: i32 = 5;
     ),
     printcolumn(name = "Status", type_ = "string", json_path = ".status.phase"),
     printcolumn(
+        name = "Primary",
+        type_ = "string",
+        json_path = ".status.primary",
+        priority = 1
+    ),
+    printcolumn(
         name = "Endpoint",
         type_ = "string",
         json_path = ".status.endpoint",
@@ -76,11 +84,16 @@ pub struct DatabaseSpec {
     #[schemars(regex(pattern = r"^[0-9]+Gi$"))]
     pub storage: String,
 
-    /// Number of instances, 1 to 5. Instances beyond the first are independent until
-    /// replication is configured; the Replicated condition says so.
+    /// Number of instances, 1 to 5: one primary and `replicas - 1` replicas streaming
+    /// from it (for engines whose replication the operator runs; the Replicated
+    /// condition says so).
     #[serde(default = "default_replicas")]
     #[schemars(extend("minimum" = 1, "maximum" = 5))]
     pub replicas: i32,
+
+    /// How the instances replicate, when there is more than one.
+    #[serde(default)]
+    pub replication: Replication,
 
     /// What happens to the persistent volumes when the Database is deleted: `Retain`
     /// (the default) keeps them, so no data is lost; `Delete` removes them.
@@ -161,7 +174,8 @@ pub struct DatabaseStatus {
     /// Human-readable detail about the phase.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
-    /// In-cluster address clients connect to, `<name>.<namespace>.svc.cluster.local:<port>`.
+    /// In-cluster address clients connect to: the first instance,
+    /// `<name>-0.<name>.<namespace>.svc.<cluster domain>:<port>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint: Option<String>,
     /// Number of ready instances.
@@ -170,6 +184,13 @@ pub struct DatabaseStatus {
     /// Label selector of the instances' Pods, for the scale subresource.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selector: Option<String>,
+    /// The instance that takes writes (the Pod the `-rw` Service selects).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub primary: Option<String>,
+    /// Every instance: its role, whether it is ready, and a replica's lag.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
+    pub instances: Vec<InstanceStatus>,
     /// The `metadata.generation` this status was computed from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,

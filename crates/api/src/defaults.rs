@@ -155,6 +155,7 @@ mod tests {
                 storage: "1Gi".into(),
                 replicas: 2,
                 deletion_policy: DeletionPolicy::Delete,
+                replication: crate::replication::Replication::default(),
             },
         );
         assert_eq!(apply(&mut db), [Defaulted::NameLabel]);

@@ -8,6 +8,7 @@ pub mod conditions;
 pub mod constants;
 mod database;
 pub mod defaults;
+pub mod replication;
 pub mod storage;
 pub mod validation;
 pub mod versions;

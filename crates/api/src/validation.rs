@@ -153,10 +153,16 @@ fn check_version(spec: &DatabaseSpec, outcome: &mut Outcome) {
     let Some(version) = Version::parse(&spec.version) else {
         outcome.error(
             "spec.version",
-            r#"must be MAJOR[.MINOR[.PATCH]] in digits, like "16.4""#,
+            r#"must be MAJOR[.MINOR[.PATCH]] in digits without leading zeros, like "16.4" (the version names the image tag, and only that spelling names one)"#,
         );
         return;
     };
+    if let Some(when) = versions::end_of_life(spec.engine, version) {
+        outcome.warn(format!(
+            "spec.version: {} {} reached its end of life in {when}: it gets no more fixes and its image is no longer built; plan an upgrade",
+            spec.engine, spec.version
+        ));
+    }
     if versions::series_of(spec.engine, version).is_none() {
         outcome.error(
             "spec.version",
@@ -191,17 +197,34 @@ fn check_replicas(spec: &DatabaseSpec, outcome: &mut Outcome) {
         );
         return;
     }
-    if replicas > 1 {
-        outcome.warn(format!(
-            "spec.replicas is {replicas}: the extra instances are independent databases, the official {} image does not replicate by itself",
-            spec.engine
-        ));
+    for warning in replica_warnings(replicas, Some(spec.engine)) {
+        outcome.warn(warning);
     }
-    if spec.engine == Engine::Mongodb && replicas % 2 == 0 {
-        outcome.warn(format!(
+}
+
+/// The warnings for `replicas` instances of `engine` (unknown to a `kubectl scale` whose
+/// Scale does not name it), shared with the webhook's scale rules so both read alike.
+pub fn replica_warnings(replicas: i32, engine: Option<Engine>) -> Vec<String> {
+    let mut warnings = Vec::new();
+    if replicas <= 1 {
+        return warnings;
+    }
+    match engine {
+        // postgres instances replicate: one primary, the others its streaming replicas.
+        Some(Engine::Postgres) => {}
+        Some(engine) => warnings.push(format!(
+            "spec.replicas is {replicas}: the extra instances are independent databases, the operator does not replicate {engine} yet"
+        )),
+        None => warnings.push(format!(
+            "spec.replicas is {replicas}: postgres instances replicate, but mysql and mongodb extra instances are independent databases"
+        )),
+    }
+    if engine == Some(Engine::Mongodb) && replicas % 2 == 0 {
+        warnings.push(format!(
             "spec.replicas is {replicas}: an even number of mongodb members cannot break a tie in an election; prefer an odd number"
         ));
     }
+    warnings
 }
 
 #[cfg(test)]

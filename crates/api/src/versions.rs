@@ -1,5 +1,6 @@
-//! Engine versions: the `MAJOR[.MINOR[.PATCH]]` format and the one table of release
-//! series the operator supports per engine.
+//! Engine versions: the `MAJOR[.MINOR[.PATCH]]` format, the one table of release series
+//! the operator supports per engine, the series past their end of life, and which
+//! version changes each engine makes to its data in place.
 
 use crate::Engine;
 
@@ -12,7 +13,9 @@ pub struct Version {
 }
 
 impl Version {
-    /// Parses `MAJOR[.MINOR[.PATCH]]` where each part is ASCII digits that fit a `u32`.
+    /// Parses `MAJOR[.MINOR[.PATCH]]` where each part is ASCII digits that fit a `u32`,
+    /// written without leading zeros (`16.4`, not `016` or `16.04`): the version is the
+    /// image tag, and only that spelling names an image.
     pub fn parse(text: &str) -> Option<Self> {
         let parts: Vec<u32> = text.split('.').map(number).collect::<Option<_>>()?;
         if parts.len() > 3 {
@@ -30,7 +33,23 @@ fn number(part: &str) -> Option<u32> {
     if part.is_empty() || !part.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
+    if part.len() > 1 && part.starts_with('0') {
+        return None;
+    }
     part.parse().ok()
+}
+
+impl std::fmt::Display for Version {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.major)?;
+        if let Some(minor) = self.minor {
+            write!(f, ".{minor}")?;
+        }
+        if let Some(patch) = self.patch {
+            write!(f, ".{patch}")?;
+        }
+        Ok(())
+    }
 }
 
 /// One supported release series: a major version, and for engines whose series are
@@ -103,14 +122,103 @@ fn minor_names_series(engine: Engine) -> bool {
 }
 
 /// Where a version sits for upgrade ordering: the major, then the minor for engines
-/// whose series are `MAJOR.MINOR` (moving mysql 8.4 back to 8.0 is a downgrade of the
-/// series, which the engine cannot do in place).
+/// whose releases are named `MAJOR.MINOR` (moving mysql 8.4 back to 8.0, or 9.3 back to
+/// 9.2, is a downgrade of the series, which the engine cannot do in place).
 pub fn series_rank(engine: Engine, version: Version) -> (u32, u32) {
     if minor_names_series(engine) {
         (version.major, version.minor.unwrap_or(0))
     } else {
         (version.major, 0)
     }
+}
+
+/// Release series whose upstream support has ended, with when: the image is no longer
+/// built and gets no fixes. mysql's innovation releases before 9.7 are each superseded by
+/// the next one.
+const END_OF_LIFE: [(Engine, u32, Option<u32>, &str); 4] = [
+    (Engine::Postgres, 13, None, "November 2025"),
+    (Engine::Mysql, 8, Some(0), "April 2026"),
+    (Engine::Mongodb, 6, Some(0), "July 2025"),
+    // 9.0 to 9.6: matched by major 9 with a minor below the 9.7 LTS (see end_of_life).
+    (
+        Engine::Mysql,
+        9,
+        None,
+        "the release of the 9.7 LTS series (April 2026)",
+    ),
+];
+
+/// mysql's long-term support series: an upgrade may not skip one.
+const MYSQL_LTS: [(u32, u32); 3] = [(8, 0), (8, 4), (9, 7)];
+
+/// When `version`'s series reached its end of life, if it did.
+pub fn end_of_life(engine: Engine, version: Version) -> Option<&'static str> {
+    END_OF_LIFE
+        .iter()
+        .find(|(e, major, minor, _)| {
+            *e == engine
+                && *major == version.major
+                && match (engine, minor) {
+                    (Engine::Mysql, None) => version.minor.is_some_and(|m| m < 7),
+                    (_, Some(minor)) => version.minor == Some(*minor),
+                    (_, None) => true,
+                }
+        })
+        .map(|(_, _, _, when)| *when)
+}
+
+/// What a version change does to the data already on the volumes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// The same series (a patch or minor release the engine runs on the same files).
+    WithinSeries,
+    /// An upgrade the engine performs on its data in place when it starts.
+    InPlaceUpgrade,
+    /// A change the engine cannot make to its data: the reason, as a sentence.
+    Refused(String),
+}
+
+/// What moving `engine`'s data from `from` to `to` means.
+pub fn change(engine: Engine, from: Version, to: Version) -> Change {
+    let (before, after) = (series_rank(engine, from), series_rank(engine, to));
+    if before == after {
+        return Change::WithinSeries;
+    }
+    if after < before {
+        return Change::Refused(format!(
+            "may not move back from {from} to {to}: {engine} cannot read data written by a newer release series"
+        ));
+    }
+    match engine {
+        Engine::Postgres => Change::Refused(format!(
+            "postgres {} to {} is a major-version change, which the official image does not make to existing data (the server refuses the old files, or from 18 starts an empty database beside them); create a new Database and move the data with pg_dump and pg_restore",
+            from.major, to.major
+        )),
+        Engine::Mysql => {
+            let (from_series, to_series) = (mysql_series(from), mysql_series(to));
+            match MYSQL_LTS
+                .iter()
+                .find(|lts| from_series < **lts && **lts < to_series)
+            {
+                Some((major, minor)) => Change::Refused(format!(
+                    "mysql cannot upgrade in place from {}.{} to {}.{}: an upgrade may not skip the {major}.{minor} long-term support series; move to {major}.{minor} first",
+                    from_series.0, from_series.1, to_series.0, to_series.1
+                )),
+                None => Change::InPlaceUpgrade,
+            }
+        }
+        Engine::Mongodb if to.major == from.major + 1 => Change::InPlaceUpgrade,
+        Engine::Mongodb => Change::Refused(format!(
+            "mongodb upgrades one major version at a time: move from {}.0 to {}.0 first",
+            from.major,
+            from.major + 1
+        )),
+    }
+}
+
+/// mysql's release series of a version: `MAJOR.MINOR` (a missing minor counts as 0).
+fn mysql_series(version: Version) -> (u32, u32) {
+    (version.major, version.minor.unwrap_or(0))
 }
 
 /// The supported series of `engine` as a list for messages: `13, 14, 15` or
@@ -165,6 +273,10 @@ mod tests {
             "+1",
             "-1",
             "99999999999",
+            "016",
+            "16.04",
+            "7.00",
+            "00",
         ] {
             assert_eq!(Version::parse(bad), None, "{bad:?}");
         }
@@ -208,6 +320,102 @@ mod tests {
         );
         assert!(series_rank(Engine::Mysql, v("8.0")) < series_rank(Engine::Mysql, v("8.4")));
         assert!(series_rank(Engine::Mongodb, v("7.0")) < series_rank(Engine::Mongodb, v("8.0")));
+    }
+
+    #[test]
+    fn a_single_zero_is_a_part_but_a_leading_zero_is_not() {
+        assert_eq!(v("7.0").minor, Some(0));
+        assert_eq!(v("16.0.0").to_string(), "16.0.0");
+        assert_eq!(Version::parse("16.04"), None);
+    }
+
+    #[test]
+    fn series_past_their_end_of_life_are_named_with_when() {
+        assert_eq!(
+            end_of_life(Engine::Postgres, v("13.4")),
+            Some("November 2025")
+        );
+        assert_eq!(end_of_life(Engine::Postgres, v("14")), None);
+        assert_eq!(end_of_life(Engine::Mongodb, v("6.0.5")), Some("July 2025"));
+        assert_eq!(end_of_life(Engine::Mongodb, v("7.0")), None);
+        assert_eq!(end_of_life(Engine::Mysql, v("8.0.40")), Some("April 2026"));
+        assert!(end_of_life(Engine::Mysql, v("9.3")).is_some());
+        assert_eq!(end_of_life(Engine::Mysql, v("9.7")), None);
+        assert_eq!(end_of_life(Engine::Mysql, v("8.4")), None);
+    }
+
+    #[test]
+    fn postgres_refuses_every_major_change_and_allows_minor_ones() {
+        assert_eq!(
+            change(Engine::Postgres, v("16.1"), v("16.4")),
+            Change::WithinSeries
+        );
+        assert_eq!(
+            change(Engine::Postgres, v("16.4"), v("16.1")),
+            Change::WithinSeries
+        );
+        for (from, to) in [("13", "17"), ("17", "18"), ("16", "17")] {
+            let Change::Refused(reason) = change(Engine::Postgres, v(from), v(to)) else {
+                panic!("{from} to {to} must be refused");
+            };
+            assert!(reason.contains("pg_dump"), "{reason}");
+        }
+        assert!(matches!(
+            change(Engine::Postgres, v("17"), v("16")),
+            Change::Refused(_)
+        ));
+    }
+
+    #[test]
+    fn mysql_upgrades_in_place_without_skipping_a_long_term_series() {
+        for (from, to) in [
+            ("8.0", "8.4"),
+            ("8.4", "9.2"),
+            ("8.4", "9.7"),
+            ("9.2", "9.5"),
+            ("9.5", "9.7"),
+            ("8.0.36", "8.0.40"),
+        ] {
+            assert_ne!(
+                std::mem::discriminant(&change(Engine::Mysql, v(from), v(to))),
+                std::mem::discriminant(&Change::Refused(String::new())),
+                "{from} to {to}"
+            );
+        }
+        for (from, to, lts) in [("8.0", "9.1", "8.4"), ("8.0", "9.7", "8.4")] {
+            let Change::Refused(reason) = change(Engine::Mysql, v(from), v(to)) else {
+                panic!("{from} to {to} must be refused");
+            };
+            assert!(reason.contains(&format!("move to {lts} first")), "{reason}");
+        }
+        assert!(matches!(
+            change(Engine::Mysql, v("8.4"), v("8.0")),
+            Change::Refused(_)
+        ));
+        assert!(matches!(
+            change(Engine::Mysql, v("9.3"), v("9.2")),
+            Change::Refused(_)
+        ));
+    }
+
+    #[test]
+    fn mongodb_upgrades_one_major_at_a_time_and_never_back() {
+        assert_eq!(
+            change(Engine::Mongodb, v("6.0"), v("7.0")),
+            Change::InPlaceUpgrade
+        );
+        assert_eq!(
+            change(Engine::Mongodb, v("7.0.2"), v("7.0.14")),
+            Change::WithinSeries
+        );
+        let Change::Refused(reason) = change(Engine::Mongodb, v("6.0"), v("8.0")) else {
+            panic!("6.0 to 8.0 must be refused");
+        };
+        assert!(reason.contains("from 6.0 to 7.0 first"), "{reason}");
+        assert!(matches!(
+            change(Engine::Mongodb, v("8.0"), v("7.0")),
+            Change::Refused(_)
+        ));
     }
 
     #[test]

@@ -27,7 +27,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let shutdown = shutdown.shared();
-    let client = client(&cli).await?;
+    let (client, exec) = clients(&cli).await?;
     let metrics = Arc::new(Metrics::default());
     serve_http(&cli, metrics.clone(), shutdown.clone()).await?;
 
@@ -35,16 +35,19 @@ pub async fn run(
     let settings = Settings {
         build: BuildConfig {
             image_registry: cli.image_registry.clone(),
+            cluster_domain: cli.cluster_domain.clone(),
         },
         max_storage_gi: cli.max_storage_gi,
         before_reconcile: None,
     };
-    let ctx = Arc::new(Context::new(
+    let mut ctx = Context::new(
         client.clone(),
         settings,
         metrics.clone(),
         Some(identity.clone()),
-    ));
+    );
+    ctx.exec = Some(exec);
+    let ctx = Arc::new(ctx);
     let scope = if cli.namespaces.is_empty() {
         Scope::AllNamespaces
     } else {
@@ -83,7 +86,9 @@ pub async fn run(
 }
 
 /// The API client: kubeconfig or in-cluster, with the QPS/burst limit in front.
-pub async fn client(cli: &Cli) -> anyhow::Result<Client> {
+/// The API client, and one on kube's own HTTP/1.1 stack for `exec` (a WebSocket
+/// upgrade), both behind the same rate limit.
+pub async fn clients(cli: &Cli) -> anyhow::Result<(Client, Client)> {
     let config = match &cli.kubeconfig {
         Some(path) => {
             let kubeconfig = Kubeconfig::read_from(path)
@@ -93,7 +98,10 @@ pub async fn client(cli: &Cli) -> anyhow::Result<Client> {
         None => Config::infer().await?,
     };
     let limit = RateLimitLayer::new(cli.kube_api_qps, cli.kube_api_burst);
-    Ok(crate::client::build(config, &limit)?)
+    let exec = kube::client::ClientBuilder::try_from(config.clone())?
+        .with_layer(&limit)
+        .build();
+    Ok((crate::client::build(config, &limit)?, exec))
 }
 
 async fn serve_http(

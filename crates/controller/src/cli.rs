@@ -91,6 +91,10 @@ pub struct Cli {
     #[arg(long, env = "IMAGE_REGISTRY")]
     pub image_registry: Option<String>,
 
+    /// The cluster's DNS domain, for the host names in connection Secrets and status.
+    #[arg(long, env = "CLUSTER_DOMAIN", default_value = crate::resources::DEFAULT_CLUSTER_DOMAIN)]
+    pub cluster_domain: String,
+
     /// Largest `spec.storage` accepted, in GiB.
     #[arg(long, env = "MAX_STORAGE_GI", default_value_t = 16384)]
     pub max_storage_gi: u64,

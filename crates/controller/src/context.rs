@@ -77,6 +77,9 @@ impl Backoff {
 
 pub struct Context {
     pub client: Client,
+    /// A client on kube's own HTTP/1.1 stack, for `exec` (a WebSocket upgrade, which the
+    /// HTTP/2 client cannot make); `None` when `client` can.
+    pub exec: Option<Client>,
     pub backoff: Backoff,
     pub settings: Settings,
     pub events: Publisher,
@@ -97,11 +100,19 @@ impl Context {
         };
         Self {
             events: Publisher::new(client.clone(), reporter),
+            exec: None,
             client,
             settings,
             metrics,
             backoff: Backoff::default(),
         }
+    }
+}
+
+impl Context {
+    /// The client to run commands in Pods with.
+    pub fn exec_client(&self) -> &Client {
+        self.exec.as_ref().unwrap_or(&self.client)
     }
 }
 

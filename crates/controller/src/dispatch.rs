@@ -68,7 +68,7 @@ pub async fn run<K, Ctx, R, P, Fut, E>(
 {
     let error_policy = Arc::new(error_policy);
     let limit = usize::from(workers.concurrency);
-    let metrics = workers.metrics;
+    let metrics = workers.metrics.clone();
     // Several loops (one per watched namespace) share the gauge: each adds its change.
     let mut depth_shown = 0_i64;
     let mut tasks: JoinSet<Action> = JoinSet::new();
@@ -91,6 +91,13 @@ pub async fn run<K, Ctx, R, P, Fut, E>(
             metrics.wait.observe(waited.as_secs_f64());
             let Some(object) = store.get(&key) else {
                 queue.done(&key);
+                if let Some(forget) = &workers.forget {
+                    forget(&format!(
+                        "{}/{}",
+                        key.namespace.as_deref().unwrap_or_default(),
+                        key.name
+                    ));
+                }
                 continue;
             };
             let (context, error_policy) = (context.clone(), error_policy.clone());
@@ -153,7 +160,13 @@ pub struct Workers {
     /// 0: no limit.
     pub concurrency: u16,
     pub metrics: QueueMetrics,
+    /// Told `namespace/name` of a key whose object is gone, so per-object state kept
+    /// elsewhere (the reconcile's failure count) goes with it.
+    pub forget: Option<Forget>,
 }
+
+/// What a work queue calls with `namespace/name` when an object is gone.
+pub type Forget = Arc<dyn Fn(&str) + Send + Sync>;
 
 #[cfg(test)]
 mod tests {
@@ -246,6 +259,7 @@ mod tests {
             }
         };
         let error_policy = |_: Arc<ConfigMap>, _: &Failed, _: Arc<Log>| Action::await_change();
+        let forgotten = log.clone();
         let task = tokio::spawn(run(
             triggers,
             store,
@@ -255,6 +269,9 @@ mod tests {
             Workers {
                 concurrency,
                 metrics,
+                forget: Some(Arc::new(move |key: &str| {
+                    forgotten.push(format!("forget {key}"));
+                })),
             },
             async {
                 let _ = stopped.await;
@@ -330,7 +347,7 @@ mod tests {
         writer.apply_watcher_event(&Event::InitApply(map("a")));
         writer.apply_watcher_event(&Event::InitDone);
         settle().await;
-        assert_eq!(log.entries(), ["start a", "end a"]);
+        assert_eq!(log.entries(), ["forget ns/gone", "start a", "end a"]);
     }
 
     #[tokio::test(start_paused = true)]

@@ -21,23 +21,46 @@ pub struct EngineProfile {
     /// Writable folders the image needs besides its data volume, as emptyDirs, so the
     /// root filesystem can stay read-only.
     pub scratch_dirs: &'static [&'static str],
-    /// Variables naming the initial user, its password and the database to create.
+    /// The image's variables naming the user it creates at initialisation, its
+    /// password and the database to create. postgres and mongodb make that user the
+    /// superuser; mysql makes a plain user with rights on that database.
     pub user_env: &'static str,
     pub password_env: &'static str,
     pub database_env: &'static str,
-    /// Variable for a separate superuser password, where the image has one.
+    /// Variable for a separate superuser password, where the image has one (mysql).
     pub root_password_env: Option<&'static str>,
+    /// The administrator's name: the superuser the image creates.
+    pub admin_user: &'static str,
+    /// Where the image's own variables only make a superuser: the init script (file
+    /// name, contents) that creates the application user, which reads it from
+    /// [`APP_USERNAME_ENV`] and [`APP_PASSWORD_ENV`].
+    pub app_user_script: Option<(&'static str, &'static str)>,
+    /// For engines whose replication the operator runs: the script an init container
+    /// runs before the server, which makes every instance but the primary its replica.
+    pub replication_script: Option<&'static str>,
     /// Readiness check run inside the container.
     pub readiness_command: &'static [&'static str],
 }
 
-/// Where the data volume is mounted for `engine` at `version`, and the variable that
-/// tells the image to keep its data in a subfolder of it (if any).
+/// Variables the application-user scripts read (set only where a script runs).
+pub const APP_USERNAME_ENV: &str = "DATABASE_APP_USERNAME";
+pub const APP_PASSWORD_ENV: &str = "DATABASE_APP_PASSWORD";
+/// The variable the replication user's password is passed in.
+pub const REPLICATION_PASSWORD_ENV: &str = "DATABASE_REPLICATION_PASSWORD";
+/// Where the official images run initialisation scripts from.
+pub const INIT_SCRIPTS_DIR: &str = "/docker-entrypoint-initdb.d";
+
+/// Where the data volume is mounted for `engine` at `version`, and the variable or
+/// server argument that keeps the data in a subfolder of it (if any).
 #[derive(Debug, PartialEq, Eq)]
 pub struct DataLayout {
     pub mount_path: &'static str,
     pub env: Option<(&'static str, &'static str)>,
+    pub args: &'static [&'static str],
 }
+
+/// The mysql server argument that keeps the data in a subfolder of the volume.
+pub const MYSQL_DATADIR_ARG: &str = "--datadir=/var/lib/mysql/data";
 
 const POSTGRES: EngineProfile = EngineProfile {
     image: "postgres",
@@ -51,6 +74,12 @@ const POSTGRES: EngineProfile = EngineProfile {
     password_env: "POSTGRES_PASSWORD",
     database_env: "POSTGRES_DB",
     root_password_env: None,
+    admin_user: "postgres",
+    app_user_script: Some((
+        "10-application-user.sh",
+        include_str!("resources/scripts/postgres-application-user.sh"),
+    )),
+    replication_script: Some(include_str!("resources/scripts/postgres-replication.sh")),
     readiness_command: &[
         "sh",
         "-c",
@@ -70,6 +99,9 @@ const MYSQL: EngineProfile = EngineProfile {
     password_env: "MYSQL_PASSWORD",
     database_env: "MYSQL_DATABASE",
     root_password_env: Some("MYSQL_ROOT_PASSWORD"),
+    admin_user: "root",
+    app_user_script: None,
+    replication_script: None,
     readiness_command: &[
         "sh",
         "-c",
@@ -90,6 +122,12 @@ const MONGODB: EngineProfile = EngineProfile {
     password_env: "MONGO_INITDB_ROOT_PASSWORD",
     database_env: "MONGO_INITDB_DATABASE",
     root_password_env: None,
+    admin_user: "root",
+    app_user_script: Some((
+        "10-application-user.js",
+        include_str!("resources/scripts/mongodb-application-user.js"),
+    )),
+    replication_script: None,
     readiness_command: &["mongosh", "--quiet", "--eval", "db.adminCommand('ping').ok"],
 };
 
@@ -110,19 +148,24 @@ pub fn data_layout(engine: Engine, version: &str) -> DataLayout {
         Engine::Postgres if major(version).is_some_and(|m| m >= 18) => DataLayout {
             mount_path: "/var/lib/postgresql",
             env: None,
+            args: &[],
         },
-        // The volume's root holds `lost+found` on many filesystems, which initdb refuses.
+        // The volume's root holds `lost+found` on many filesystems (ext4, the default of
+        // most cloud disks), which initdb and mysqld's initialisation both refuse.
         Engine::Postgres => DataLayout {
             mount_path: "/var/lib/postgresql/data",
             env: Some(("PGDATA", "/var/lib/postgresql/data/pgdata")),
+            args: &[],
         },
         Engine::Mysql => DataLayout {
             mount_path: "/var/lib/mysql",
             env: None,
+            args: &[MYSQL_DATADIR_ARG],
         },
         Engine::Mongodb => DataLayout {
             mount_path: "/data/db",
             env: None,
+            args: &[],
         },
     }
 }
@@ -187,6 +230,12 @@ mod tests {
         let layout = data_layout(Engine::Postgres, "18");
         assert_eq!(layout.mount_path, "/var/lib/postgresql");
         assert_eq!(layout.env, None);
+    }
+
+    #[test]
+    fn mysql_keeps_its_data_in_a_subfolder_beside_lost_and_found() {
+        assert_eq!(data_layout(Engine::Mysql, "9.7").args, [MYSQL_DATADIR_ARG]);
+        assert!(data_layout(Engine::Postgres, "17").args.is_empty());
     }
 
     #[test]

@@ -1,46 +1,63 @@
-//! Typed errors of a reconcile, named for the action that failed.
+//! Typed errors of a reconcile, named for the action that failed. Each one reads as a
+//! sentence a user can act on: what failed, on which object, and the API server's own
+//! message (never a debug dump of the response).
 
 use crate::resources::credentials::{MissingKey, RandomUnavailable};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("reading {kind} {name}: {source}")]
+    #[error("Reading {kind} {name} failed: {}", api_message(.source))]
     Observe {
         kind: String,
         name: String,
+        #[source]
         source: kube::Error,
     },
-    #[error("applying {kind} {name}: {source}")]
+    #[error("Applying {kind} {name} failed: {}", api_message(.source))]
     Apply {
         kind: String,
         name: String,
+        #[source]
         source: kube::Error,
     },
-    #[error("deleting {kind} {name}: {source}")]
+    #[error("Deleting {kind} {name} failed: {}", api_message(.source))]
     Delete {
         kind: String,
         name: String,
+        #[source]
         source: kube::Error,
     },
-    #[error("creating the credentials Secret: {0}")]
+    #[error("Creating the credentials Secret failed: {}", api_message(.0))]
     CreateCredentials(#[source] kube::Error),
-    #[error(transparent)]
+    #[error("Generating credentials failed: {0}")]
     GenerateCredentials(#[from] RandomUnavailable),
-    #[error("{0}; restore the Secret or delete it to have new credentials generated")]
+    #[error("The {0}; restore the Secret or delete it to have new credentials generated")]
     BrokenCredentials(#[from] MissingKey),
-    #[error("adding the finalizer: {0}")]
+    #[error("Adding the finalizer failed: {}", api_message(.0))]
     AddFinalizer(#[source] kube::Error),
-    #[error("removing the finalizer: {0}")]
+    #[error("Removing the finalizer failed: {}", api_message(.0))]
     RemoveFinalizer(#[source] kube::Error),
-    #[error("patching status: {0}")]
+    #[error("Marking where the Database's data lives failed: {}", api_message(.0))]
+    MarkDataLayout(#[source] kube::Error),
+    #[error("Writing the status failed: {}", api_message(.0))]
     PatchStatus(#[source] kube::Error),
-    #[error("resizing volume claim {name}: {source}")]
-    ResizeClaim { name: String, source: kube::Error },
-    #[error("Database has no namespace")]
+    #[error("Resizing volume claim {name} failed: {}", api_message(.source))]
+    ResizeClaim {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error(
+        "{kind} {name} already exists and is not controlled by this Database; the operator does not write it"
+    )]
+    NotControlled { kind: String, name: String },
+    #[error("{0}")]
+    Replication(#[from] crate::exec::ExecError),
+    #[error("The Database has no namespace")]
     MissingNamespace,
-    #[error("reconcile panicked: {0}")]
+    #[error("The reconcile panicked: {0}")]
     Panicked(String),
-    #[error("serializing {0}: {1}")]
+    #[error("Serializing {0} failed: {1}")]
     Serialize(&'static str, #[source] serde_json::Error),
 }
 
@@ -55,10 +72,83 @@ impl Error {
             Error::BrokenCredentials(_) => "broken_credentials",
             Error::AddFinalizer(_) | Error::RemoveFinalizer(_) => "finalizer",
             Error::PatchStatus(_) => "status",
+            Error::MarkDataLayout(_) => "layout",
             Error::ResizeClaim { .. } => "resize",
             Error::MissingNamespace => "namespace",
+            Error::NotControlled { .. } => "conflict",
+            Error::Replication(_) => "replication",
             Error::Serialize(..) => "serialize",
             Error::Panicked(_) => "panic",
+        }
+    }
+}
+
+/// The API server's own message for a refused request (`StatefulSet.apps "orders" is
+/// invalid: ...`), or the client's description of what went wrong on the way.
+pub fn api_message(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) if !status.message.is_empty() => {
+            let code = if status.code > 0 {
+                format!(" (HTTP {})", status.code)
+            } else {
+                String::new()
+            };
+            format!("{}{code}", status.message.trim_end_matches('.'))
+        }
+        kube::Error::Api(status) => format!(
+            "the API server refused the request with HTTP {}",
+            status.code
+        ),
+        other => other.to_string(),
+    }
+}
+
+/// A failed watch, as a sentence with the API server's message.
+pub fn watch_message(error: &kube::runtime::watcher::Error) -> String {
+    use kube::runtime::watcher::Error as Watch;
+    match error {
+        Watch::InitialListFailed(e) => format!("listing failed: {}", api_message(e)),
+        Watch::WatchStartFailed(e) => format!("starting the watch failed: {}", api_message(e)),
+        Watch::WatchError(status) => format!("the API server ended the watch: {}", status.message),
+        Watch::WatchFailed(e) => format!("the watch stream failed: {}", api_message(e)),
+        Watch::NoResourceVersion => error.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::core::Status;
+
+    fn refused(code: u16, message: &str) -> kube::Error {
+        kube::Error::Api(Box::new(Status {
+            code,
+            message: message.to_owned(),
+            reason: "Invalid".to_owned(),
+            ..Status::default()
+        }))
+    }
+
+    #[test]
+    fn an_api_refusal_reads_as_one_sentence_with_the_servers_message() {
+        let error = Error::Apply {
+            kind: "StatefulSet".into(),
+            name: "victim".into(),
+            source: refused(
+                422,
+                "StatefulSet.apps \"victim\" is invalid: spec: Forbidden: updates to statefulset spec for fields other than 'replicas' are forbidden",
+            ),
+        };
+        let text = error.to_string();
+        assert!(
+            text.starts_with(
+                "Applying StatefulSet victim failed: StatefulSet.apps \"victim\" is invalid"
+            ),
+            "{text}"
+        );
+        assert!(text.ends_with("(HTTP 422)"), "{text}");
+        for debug_residue in ["Status {", "Some(", "ApiError", "code:"] {
+            assert!(!text.contains(debug_residue), "{text}");
         }
     }
 }

@@ -69,7 +69,9 @@ impl LeaderElector {
             match self.try_acquire_or_renew().await {
                 Ok(true) => return,
                 Ok(false) => {}
-                Err(err) => tracing::debug!(error = %err, "lease not acquired"),
+                Err(err) => {
+                    tracing::debug!(error = %crate::error::api_message(&err), "lease not acquired");
+                }
             }
             tokio::time::sleep(self.settings.retry_period).await;
         }
@@ -90,7 +92,9 @@ impl LeaderElector {
             match tokio::time::timeout(left, self.try_acquire_or_renew()).await {
                 Ok(Ok(true)) => last_renewal = Instant::now(),
                 Ok(Ok(false)) => return,
-                Ok(Err(err)) => tracing::warn!(error = %err, "lease renewal failed"),
+                Ok(Err(err)) => {
+                    tracing::warn!(error = %crate::error::api_message(&err), "lease renewal failed");
+                }
                 Err(_) => tracing::warn!("lease renewal got no answer by the renew deadline"),
             }
             if last_renewal.elapsed() >= self.settings.renew_deadline {
@@ -116,7 +120,7 @@ impl LeaderElector {
             .replace(&self.settings.name, &PostParams::default(), &lease)
             .await
         {
-            tracing::warn!(error = %err, "could not release the lease");
+            tracing::warn!(error = %crate::error::api_message(&err), "could not release the lease");
         }
     }
 

@@ -10,7 +10,7 @@ use database_api::constants::labels;
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::trigger_owners;
@@ -55,6 +55,10 @@ pub async fn run(
             dispatch::Workers {
                 concurrency,
                 metrics: ctx.metrics.queue.clone(),
+                forget: Some(Arc::new({
+                    let ctx = ctx.clone();
+                    move |key: &str| ctx.backoff.reset(key)
+                })),
             },
             shutdown.clone(),
         )
@@ -114,6 +118,8 @@ fn triggers(
         owner_of::<Service>(client, namespace),
         owner_of::<Secret>(client, namespace),
         owner_of::<PodDisruptionBudget>(client, namespace),
+        owner_of::<ConfigMap>(client, namespace),
+        instances_of(client, namespace),
     ];
     let triggers = futures::stream::select_all(streams).filter_map(|result| async move {
         match result {
@@ -125,7 +131,7 @@ fn triggers(
             }
             Err(err) => {
                 // The watch retries after its backoff; its cache stays as it was.
-                tracing::info!(error = %err, "watch failed; retrying");
+                tracing::info!(error = %crate::error::watch_message(&err), "watch failed; retrying");
                 None
             }
         }
@@ -185,6 +191,34 @@ where
         .touched_objects();
     trigger_owners(changes, (), ())
         .map(|result| result.map(|request| request.obj_ref))
+        .boxed()
+}
+
+/// The Databases whose instances' Pods change (readiness above all: a primary that
+/// stops being ready may need a failover). Pods belong to the StatefulSet, not to the
+/// Database, so the instance label names the Database.
+fn instances_of(
+    client: &Client,
+    namespace: Option<&str>,
+) -> BoxStream<'static, Result<ObjectRef<Database>, watcher::Error>> {
+    let owned = watcher::Config::default().labels(&format!(
+        "{}={}",
+        labels::MANAGED_BY,
+        labels::MANAGED_BY_VALUE
+    ));
+    watcher(api::<PartialObjectMeta<Pod>>(client, namespace), owned)
+        .backoff(WatchBackoff::default())
+        .touched_objects()
+        .filter_map(|result| async move {
+            match result {
+                Ok(pod) => {
+                    let name = pod.labels().get(labels::INSTANCE)?.clone();
+                    let namespace = pod.namespace()?;
+                    Some(Ok(ObjectRef::new(&name).within(&namespace)))
+                }
+                Err(err) => Some(Err(err)),
+            }
+        })
         .boxed()
 }
 

@@ -69,11 +69,11 @@ async fn create_makes_the_statefulset_service_and_both_secrets() {
     assert_eq!(secret_text(&connection, "password"), password);
     assert_eq!(
         secret_text(&connection, "host"),
-        "orders.shop.svc.cluster.local"
+        "orders-rw.shop.svc.cluster.local"
     );
     assert_eq!(
         secret_text(&connection, "uri"),
-        format!("postgresql://app:{password}@orders.shop.svc.cluster.local:5432/app")
+        format!("postgresql://app:{password}@orders-rw.shop.svc.cluster.local:5432/app")
     );
 
     let db = eventually(WAIT, "status", || async {
@@ -88,7 +88,7 @@ async fn create_makes_the_statefulset_service_and_both_secrets() {
     let status = db.status.expect("status");
     assert_eq!(
         status.endpoint.as_deref(),
-        Some("orders.shop.svc.cluster.local:5432")
+        Some("orders-rw.shop.svc.cluster.local:5432")
     );
     assert_eq!(
         status.selector.as_deref(),
@@ -96,6 +96,26 @@ async fn create_makes_the_statefulset_service_and_both_secrets() {
     );
     let text = serde_json::to_string(&status).expect("json");
     assert!(!text.contains(&password), "the password leaked into status");
+}
+
+#[tokio::test]
+async fn without_the_webhook_the_controller_fills_in_the_engine_label() {
+    // No webhook runs here: the defaulting webhook's label comes from the controller.
+    let env = Env::start(Options::default()).await;
+    let created = env
+        .create(
+            "orders",
+            json!({"engine": "mysql", "version": "9.7", "storage": "1Gi"}),
+        )
+        .await;
+    assert!(!created.labels().contains_key("app.kubernetes.io/name"));
+    let labelled = eventually(WAIT, "the engine label", || async {
+        env.databases().get("orders").await.ok().filter(|d| {
+            d.labels().get("app.kubernetes.io/name").map(String::as_str) == Some("mysql")
+        })
+    })
+    .await;
+    assert!(labelled.finalizers().iter().any(|f| f == FINALIZER));
 }
 
 #[tokio::test]
@@ -514,4 +534,95 @@ async fn fields_of_a_created_object_pass_to_apply_ownership_and_are_removed_once
         "{:?}",
         applied.labels()
     );
+}
+
+#[tokio::test]
+async fn a_refused_write_is_reported_as_a_sentence_with_the_api_servers_message() {
+    let env = Env::start(Options::default()).await;
+    // An admission policy of the cluster's own refuses the StatefulSet the controller
+    // writes once the Database asks for more than three instances.
+    let policy = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": "at-most-three"},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{
+                "apiGroups": ["apps"], "apiVersions": ["v1"],
+                "operations": ["CREATE", "UPDATE"], "resources": ["statefulsets"],
+            }]},
+            "validations": [{
+                "expression": "object.spec.replicas <= 3",
+                "message": "StatefulSets in this cluster run at most 3 replicas",
+            }],
+        },
+    });
+    let binding = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": "at-most-three"},
+        "spec": {"policyName": "at-most-three", "validationActions": ["Deny"]},
+    });
+    for (object, kind) in [
+        (policy, "ValidatingAdmissionPolicy"),
+        (binding, "ValidatingAdmissionPolicyBinding"),
+    ] {
+        let mut apply = tokio::process::Command::from(env.plane.kubectl().expect("kubectl"));
+        apply
+            .args(["apply", "-f", "-"])
+            .stdin(std::process::Stdio::piped());
+        let mut child = apply.spawn().expect("kubectl runs");
+        if let Some(mut stdin) = child.stdin.take() {
+            use tokio::io::AsyncWriteExt as _;
+            stdin
+                .write_all(object.to_string().as_bytes())
+                .await
+                .expect("written");
+        }
+        assert!(
+            child.wait().await.expect("kubectl ends").success(),
+            "{kind} applied"
+        );
+    }
+    env.create(
+        "orders",
+        json!({"engine": "postgres", "version": "17", "storage": "1Gi", "replicas": 2}),
+    )
+    .await;
+    statefulset_with_replicas(&env.api(), "orders", 2, WAIT).await;
+    // The policy may take a moment to reach admission: keep asking for 4 until refused.
+    let note = eventually(WAIT, "a ReconcileFailed event", || async {
+        let _ = env
+            .databases()
+            .patch(
+                "orders",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"replicas": 4}})),
+            )
+            .await;
+        let events: Api<k8s_openapi::api::events::v1::Event> = env.api();
+        events
+            .list(&kube::api::ListParams::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find_map(|e| {
+                (e.reason.as_deref() == Some("ReconcileFailed")
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("orders"))
+                .then(|| e.note.unwrap_or_default())
+            })
+    })
+    .await;
+    assert!(
+        note.starts_with("Applying StatefulSet orders failed: "),
+        "{note}"
+    );
+    assert!(
+        note.contains("StatefulSets in this cluster run at most 3 replicas"),
+        "{note}"
+    );
+    for residue in ["Status {", "ApiError", "Some(", "code:"] {
+        assert!(!note.contains(residue), "{note}");
+    }
 }

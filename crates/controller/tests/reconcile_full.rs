@@ -174,16 +174,27 @@ async fn delete_collects_owned_objects_and_honours_the_deletion_policy() {
         })
         .await;
         let secrets: Api<Secret> = env.api();
-        let credentials = format!("{name}-credentials");
-        eventually(COLLECT_WAIT, "Secret collected", || async {
+        let connection = format!("{name}-connection");
+        eventually(COLLECT_WAIT, "connection Secret collected", || async {
             secrets
-                .get_opt(&credentials)
+                .get_opt(&connection)
                 .await
                 .ok()
                 .filter(Option::is_none)
         })
         .await;
     }
+    // The credentials go with the data: collected for Delete, kept for Retain with no
+    // controller and the version the data was written by.
+    let secrets: Api<Secret> = env.api();
+    eventually(COLLECT_WAIT, "drop's credentials collected", || async {
+        secrets
+            .get_opt("drop-credentials")
+            .await
+            .ok()
+            .filter(Option::is_none)
+    })
+    .await;
     eventually(WAIT, "Delete policy removed its claims", || async {
         let all = claims.list(&ListParams::default()).await.ok()?.items;
         claims_of("drop", &all).is_empty().then_some(())
@@ -198,6 +209,64 @@ async fn delete_collects_owned_objects_and_honours_the_deletion_policy() {
         claims_of("keep", &all),
         ["data-keep-0", "data-keep-1"],
         "Retain must keep the data"
+    );
+}
+
+#[tokio::test]
+async fn retained_credentials_are_kept_and_taken_back_by_the_same_name() {
+    let env = Env::start(Options::full()).await;
+    let spec = json!({"engine": "postgres", "version": "17", "storage": "1Gi"});
+    env.create("keep", spec.clone()).await;
+    wait_running(&env, "keep").await;
+    env.databases()
+        .delete("keep", &DeleteParams::default())
+        .await
+        .expect("delete accepted");
+    eventually(WAIT, "Database gone", || async {
+        env.databases()
+            .get_opt("keep")
+            .await
+            .ok()
+            .filter(Option::is_none)
+    })
+    .await;
+    // Kept with the data: no controller, and the version the data was written by.
+    let secrets: Api<Secret> = env.api();
+    let kept = secrets
+        .get("keep-credentials")
+        .await
+        .expect("Retain keeps the credentials that match the kept volumes");
+    assert!(
+        kept.owner_references().is_empty(),
+        "{:?}",
+        kept.owner_references()
+    );
+    assert_eq!(
+        kept.annotations()
+            .get("mycompany.io/retained-version")
+            .map(String::as_str),
+        Some("17")
+    );
+
+    // The same name again takes them back: same password, controlled by the new Database.
+    env.create("keep", spec).await;
+    let again = wait_running(&env, "keep").await;
+    let taken_back = secrets.get("keep-credentials").await.expect("credentials");
+    assert_eq!(
+        taken_back.data, kept.data,
+        "the password the kept data was made with"
+    );
+    assert!(
+        taken_back
+            .owner_references()
+            .iter()
+            .any(|r| r.controller == Some(true) && Some(&r.uid) == again.metadata.uid.as_ref()),
+        "controlled by the new Database"
+    );
+    assert!(
+        !taken_back
+            .annotations()
+            .contains_key("mycompany.io/retained-version")
     );
 }
 

@@ -3,6 +3,7 @@
 
 use database_api::{Database, DatabaseSpec, DeletionPolicy, Engine};
 use database_controller::resources::BuildConfig;
+use database_controller::resources::credentials::Layout;
 use database_controller::resources::statefulset::build_statefulset;
 use e2e::{OPERATOR_NAMESPACE, of_kind, render_default};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
@@ -135,10 +136,11 @@ async fn operator_and_database_pods_pass_pod_security_restricted() {
                 storage: "1Gi".to_owned(),
                 replicas: 1,
                 deletion_policy: DeletionPolicy::Retain,
+                replication: database_api::replication::Replication::default(),
             },
         );
         db.metadata.namespace = Some(OPERATOR_NAMESPACE.to_owned());
-        let set = build_statefulset(&db, &BuildConfig::default(), "1Gi");
+        let set = build_statefulset(&db, &BuildConfig::default(), "1Gi", Layout::SeparateAdmin);
         let mut template =
             serde_json::to_value(set.spec.expect("spec").template.spec).expect("json");
         // The StatefulSet controller adds the claim's volume to each Pod it creates.

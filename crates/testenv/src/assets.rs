@@ -12,18 +12,23 @@ pub const KUBERNETES_VERSION: &str = "v1.36.3";
 pub const ETCD_VERSION: &str = "v3.6.16";
 /// kwok release (fake nodes, Pod readiness and volume binding).
 pub const KWOK_VERSION: &str = "v0.8.0";
+/// CoreDNS release (cluster DNS of the real tier).
+pub const COREDNS_VERSION: &str = "v1.14.7";
 
 /// Binaries of the integration tier.
 pub const CORE_BINARIES: [&str; 3] = ["etcd", "kube-apiserver", "kubectl"];
 /// Binaries only the full tier needs.
 pub const FULL_BINARIES: [&str; 3] = ["kube-controller-manager", "kube-scheduler", "kwok"];
+/// Binaries only the real tier needs (besides containerd, runc and the CNI plugins,
+/// which come from the system's packages).
+pub const REAL_BINARIES: [&str; 3] = ["kubelet", "kube-proxy", "coredns"];
 /// Stage definitions for kwok, assembled at build time from the kwok module.
 pub const KWOK_STAGES_FILE: &str = "kwok-stages.yaml";
 
-/// The cache folder for this exact set of versions:
-/// `${DATABASE_OPERATOR_CACHE:-${XDG_CACHE_HOME:-~/.cache}/database-operator}/control-plane/<key>`.
-pub fn cache_dir() -> PathBuf {
-    let root = std::env::var_os("DATABASE_OPERATOR_CACHE")
+/// The per-user cache root:
+/// `${DATABASE_OPERATOR_CACHE:-${XDG_CACHE_HOME:-~/.cache}/database-operator}`.
+pub fn cache_root() -> PathBuf {
+    std::env::var_os("DATABASE_OPERATOR_CACHE")
         .map(PathBuf::from)
         .or_else(|| {
             std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("database-operator"))
@@ -31,8 +36,12 @@ pub fn cache_dir() -> PathBuf {
         .or_else(|| {
             std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/database-operator"))
         })
-        .unwrap_or_else(|| std::env::temp_dir().join("database-operator-cache"));
-    root.join("control-plane").join(format!(
+        .unwrap_or_else(|| std::env::temp_dir().join("database-operator-cache"))
+}
+
+/// The cache folder for this exact set of versions: `<cache root>/control-plane/<key>`.
+pub fn cache_dir() -> PathBuf {
+    cache_root().join("control-plane").join(format!(
         "k8s-{KUBERNETES_VERSION}_etcd-{ETCD_VERSION}_kwok-{KWOK_VERSION}"
     ))
 }

@@ -14,6 +14,7 @@ use crate::kubeconfig::{self, Credentials};
 use crate::pki::{self, TestCa};
 use crate::ports::free_port;
 use crate::process::Process;
+use crate::real::{NodeInputs, RealNode};
 
 /// How long each component may take to become ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(90);
@@ -23,6 +24,8 @@ const START_ATTEMPTS: usize = 3;
 
 /// What to run.
 #[derive(Clone, Debug)]
+// Each flag switches one independent part of the harness on.
+#[allow(clippy::struct_excessive_bools)]
 pub struct Options {
     /// Also run kube-controller-manager, kube-scheduler and kwok with fake nodes.
     pub full: bool,
@@ -34,6 +37,11 @@ pub struct Options {
     pub audit_reads: bool,
     /// Extra kube-apiserver flags.
     pub apiserver_args: Vec<String>,
+    /// Run a real node (kubelet, containerd, kube-proxy, CoreDNS, disks) instead of
+    /// kwok's fake ones; implies `full`.
+    pub real: bool,
+    /// With `real`: the image recipes (`postgres-17`, ...) the node should have.
+    pub images: Vec<String>,
 }
 
 impl Default for Options {
@@ -44,6 +52,8 @@ impl Default for Options {
             audit: false,
             audit_reads: false,
             apiserver_args: Vec::new(),
+            real: false,
+            images: Vec::new(),
         }
     }
 }
@@ -53,6 +63,17 @@ impl Options {
     pub fn full() -> Self {
         Self {
             full: true,
+            ..Self::default()
+        }
+    }
+
+    /// The real tier: the full control plane and one real node whose containerd holds
+    /// the images of `images` (recipe ids such as `postgres-17`). Needs root.
+    pub fn real(images: &[&str]) -> Self {
+        Self {
+            full: true,
+            real: true,
+            images: images.iter().map(|i| (*i).to_owned()).collect(),
             ..Self::default()
         }
     }
@@ -98,6 +119,8 @@ pub enum Error {
     Kubeconfig(#[from] kube::config::KubeconfigError),
     #[error("talking to the API server: {0}")]
     Kube(#[from] kube::Error),
+    #[error("starting the real node: {0}")]
+    Node(#[from] crate::real::NodeError),
 }
 
 /// A running control plane. Dropping it stops every component and deletes its files.
@@ -115,6 +138,8 @@ pub struct ControlPlane {
     etcd_url: String,
     /// The full tier's volume provisioner, stopped with the control plane.
     provisioner: Option<tokio::task::JoinHandle<()>>,
+    /// The real tier's node, stopped before the control plane.
+    node: Option<RealNode>,
 }
 
 impl ControlPlane {
@@ -167,6 +192,7 @@ impl ControlPlane {
             apiserver: None,
             etcd_url: String::new(),
             provisioner: None,
+            node: None,
         };
         let root = plane.dir.path().to_path_buf();
 
@@ -194,9 +220,49 @@ impl ControlPlane {
             ),
         )?;
         let mut args = apiserver_args(&root, etcd_port, api_port, options.full);
-        if let Some(audit) = &plane.audit_log {
+        args.extend(plane.optional_apiserver_args(options)?);
+        args.extend(options.apiserver_args.iter().cloned());
+        plane.processes.push(Process::spawn(
+            "kube-apiserver",
+            &apiserver_bin,
+            &args,
+            &root,
+        )?);
+        plane.apiserver = Some((apiserver_bin, args));
+        let client = plane.client().await?;
+        plane.wait_for_apiserver(&client).await?;
+
+        plane.start_nodes(options, &client).await?;
+        Ok(plane)
+    }
+
+    /// kube-apiserver flags for the options that need them: the kubelet client of the
+    /// real tier, and the audit log.
+    fn optional_apiserver_args(&self, options: &Options) -> Result<Vec<String>, Error> {
+        let root = self.dir.path();
+        let mut args = Vec::new();
+        if options.real {
+            // Logs, exec and port-forward go from the API server to the kubelet.
+            let kubelet_client = self
+                .ca
+                .issue_client("kube-apiserver-kubelet-client", &["system:masters"])?;
+            write(root, "kubelet-client.crt", &kubelet_client.cert_pem)?;
+            write(root, "kubelet-client.key", &kubelet_client.key_pem)?;
+            args.extend([
+                "--kubelet-preferred-address-types=InternalIP".to_owned(),
+                format!(
+                    "--kubelet-client-certificate={}",
+                    root.join("kubelet-client.crt").display()
+                ),
+                format!(
+                    "--kubelet-client-key={}",
+                    root.join("kubelet-client.key").display()
+                ),
+            ]);
+        }
+        if let Some(audit) = &self.audit_log {
             write(
-                &root,
+                root,
                 "audit-policy.yaml",
                 if options.audit_reads {
                     AUDIT_ALL_POLICY
@@ -211,29 +277,44 @@ impl ControlPlane {
             args.push(format!("--audit-log-path={}", audit.display()));
             args.push("--audit-log-format=json".into());
         }
-        args.extend(options.apiserver_args.iter().cloned());
-        plane.processes.push(Process::spawn(
-            "kube-apiserver",
-            &apiserver_bin,
-            &args,
-            &root,
-        )?);
-        plane.apiserver = Some((apiserver_bin, args));
-        let client = plane.client().await?;
-        plane.wait_for_apiserver(&client).await?;
+        Ok(args)
+    }
 
-        if options.full {
-            let components = full::spawn_components(&root, &plane.kubeconfig)?;
-            plane.processes.extend(components);
-            plane.provisioner = Some(crate::volumes::spawn(client.clone()));
-            full::prepare_cluster(&client, options.nodes).await?;
-            plane
-                .wait_until("fake nodes Ready", || {
-                    full::nodes_ready(&client, options.nodes)
-                })
+    /// The full tier's controllers and nodes: a real node, or kwok's fake ones.
+    async fn start_nodes(&mut self, options: &Options, client: &Client) -> Result<(), Error> {
+        let root = self.dir.path().to_path_buf();
+        if options.real {
+            let components = full::spawn_components(&root, &self.kubeconfig, true)?;
+            self.processes.extend(components);
+            let mut node = RealNode::start(NodeInputs {
+                root: &root,
+                ca: &self.ca,
+                ca_file: root.join("ca.crt"),
+                server: &self.server,
+                admin_kubeconfig: self.kubeconfig.clone(),
+                images: &options.images,
+            })
+            .await?;
+            node.prepare_cluster(client).await?;
+            self.node = Some(node);
+            self.wait_until("the real node Ready", || RealNode::ready(client))
                 .await?;
+        } else if options.full {
+            let components = full::spawn_components(&root, &self.kubeconfig, false)?;
+            self.processes.extend(components);
+            self.provisioner = Some(crate::volumes::spawn(client.clone()));
+            full::prepare_cluster(client, options.nodes).await?;
+            self.wait_until("fake nodes Ready", || {
+                full::nodes_ready(client, options.nodes)
+            })
+            .await?;
         }
-        Ok(plane)
+        Ok(())
+    }
+
+    /// Whether a real node runs (the real tier).
+    pub fn is_real(&self) -> bool {
+        self.node.is_some()
     }
 
     /// `http://127.0.0.1:<port>` of etcd's client endpoint.
@@ -426,6 +507,7 @@ impl ControlPlane {
             .iter()
             .find(|p| p.name() == component)
             .map(|p| p.log_tail(lines))
+            .or_else(|| self.node.as_ref()?.log_tail(component, lines))
     }
 
     async fn wait_for_port(&mut self, port: u16, what: &str) -> Result<(), Error> {
@@ -464,7 +546,13 @@ impl ControlPlane {
     {
         let deadline = tokio::time::Instant::now() + READY_TIMEOUT;
         loop {
-            for process in &mut self.processes {
+            let node_processes = self
+                .node
+                .as_mut()
+                .map(|n| n.processes_mut().iter_mut())
+                .into_iter()
+                .flatten();
+            for process in self.processes.iter_mut().chain(node_processes) {
                 if let Some(status) = process.exited() {
                     return Err(Error::Exited {
                         component: process.name().to_owned(),
@@ -497,6 +585,12 @@ impl Drop for ControlPlane {
     fn drop(&mut self) {
         if let Some(provisioner) = self.provisioner.take() {
             provisioner.abort();
+        }
+        // The node first: its clean-up must finish before the folder it works in goes.
+        if let Some(mut node) = self.node.take()
+            && !node.stop()
+        {
+            self.dir.disable_cleanup(true);
         }
         // Stop in reverse start order: clients of the API server first, etcd last.
         while let Some(mut process) = self.processes.pop() {

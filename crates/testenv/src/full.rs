@@ -22,19 +22,10 @@ const MANAGER: &str = "testenv";
 /// Name of the default StorageClass kwok provisions volumes for.
 pub const STORAGE_CLASS: &str = "kwok-volume";
 
-pub fn spawn_components(root: &Path, kubeconfig: &Path) -> Result<Vec<Process>, Error> {
+/// Starts kube-controller-manager and kube-scheduler, and kwok unless a real node runs.
+pub fn spawn_components(root: &Path, kubeconfig: &Path, real: bool) -> Result<Vec<Process>, Error> {
     let kcm = assets::find("kube-controller-manager")?;
     let scheduler = assets::find("kube-scheduler")?;
-    let kwok = assets::find("kwok")?;
-    // kwok's volume stages give way to the provisioner in `volumes` (a cache built
-    // earlier may still hold them).
-    let stages = root.join(assets::KWOK_STAGES_FILE);
-    std::fs::write(
-        &stages,
-        volumes::without_replaced_stages(&std::fs::read_to_string(assets::find(
-            assets::KWOK_STAGES_FILE,
-        )?)?),
-    )?;
     let kubeconfig = kubeconfig.display().to_string();
     let file = |name: &str| root.join(name).display().to_string();
     let delegated = |port: u16| {
@@ -53,7 +44,9 @@ pub fn spawn_components(root: &Path, kubeconfig: &Path) -> Result<Vec<Process>, 
     kcm_args.extend([
         format!("--root-ca-file={}", file("ca.crt")),
         format!("--service-account-private-key-file={}", file("sa.key")),
-        "--use-service-account-credentials=false".to_owned(),
+        // A real node's not-ready taint is removed by the node lifecycle controller,
+        // which needs its own service account's rights.
+        format!("--use-service-account-credentials={real}"),
         // React in seconds rather than the production defaults.
         "--node-monitor-grace-period=60s".to_owned(),
         "--concurrent-statefulset-syncs=10".to_owned(),
@@ -63,18 +56,35 @@ pub fn spawn_components(root: &Path, kubeconfig: &Path) -> Result<Vec<Process>, 
         "--kube-api-burst=400".to_owned(),
     ]);
     let scheduler_args = delegated(free_port()?);
-    let kwok_args = vec![
+    let mut processes = vec![
+        Process::spawn("kube-controller-manager", &kcm, &kcm_args, root)?,
+        Process::spawn("kube-scheduler", &scheduler, &scheduler_args, root)?,
+    ];
+    if !real {
+        processes.push(spawn_kwok(root, &kubeconfig)?);
+    }
+    Ok(processes)
+}
+
+fn spawn_kwok(root: &Path, kubeconfig: &str) -> Result<Process, Error> {
+    let kwok = assets::find("kwok")?;
+    // kwok's volume stages give way to the provisioner in `volumes` (a cache built
+    // earlier may still hold them).
+    let stages = root.join(assets::KWOK_STAGES_FILE);
+    std::fs::write(
+        &stages,
+        volumes::without_replaced_stages(&std::fs::read_to_string(assets::find(
+            assets::KWOK_STAGES_FILE,
+        )?)?),
+    )?;
+    let args = vec![
         format!("--kubeconfig={kubeconfig}"),
         format!("--config={}", stages.display()),
         "--manage-all-nodes=true".to_owned(),
         "--node-ip=127.0.0.1".to_owned(),
         "--node-lease-duration-seconds=40".to_owned(),
     ];
-    Ok(vec![
-        Process::spawn("kube-controller-manager", &kcm, &kcm_args, root)?,
-        Process::spawn("kube-scheduler", &scheduler, &scheduler_args, root)?,
-        Process::spawn("kwok", &kwok, &kwok_args, root)?,
-    ])
+    Ok(Process::spawn("kwok", &kwok, &args, root)?)
 }
 
 /// Creates the fake nodes and the default StorageClass.

@@ -14,15 +14,18 @@
 //! that `cargo xtask control-plane build` fills; see [`assets`].
 
 pub mod assets;
+pub mod clients;
 mod control_plane;
 mod crd;
 pub mod etcd;
 mod full;
 pub mod https;
+pub mod images;
 mod kubeconfig;
 mod pki;
 mod ports;
 pub mod process;
+pub mod real;
 mod volumes;
 
 pub use control_plane::{ControlPlane, Error, Options, client_from};

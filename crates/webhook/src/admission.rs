@@ -1,6 +1,8 @@
 //! The two admission decisions, from a decoded request to a response: validate with
 //! `database_api::validation`, default with `database_api::defaults`.
 
+mod scale;
+
 use database_api::validation::{self, Limits, Outcome};
 use database_api::{Database, defaults};
 use kube::core::admission::Operation;
@@ -8,16 +10,22 @@ use serde_json::Value;
 
 use crate::review::{self, Request, Response};
 
-/// Validates a CREATE (the object alone) or an UPDATE (against the old object). A
-/// malformed object is refused with the field it breaks.
+/// Validates a CREATE (the object alone), an UPDATE (against the old object) or an
+/// UPDATE through the scale subresource (the replica rules alone). A malformed object
+/// is refused with the field it breaks. Other subresources are not judged.
 pub fn validate(request: &Request, limits: Limits) -> (Response, Outcome) {
-    let outcome = match (&request.operation, &request.object) {
-        (Operation::Create | Operation::Update, Some(object)) => judge(
+    let outcome = match (
+        &request.operation,
+        &request.object,
+        request.sub_resource.as_deref(),
+    ) {
+        (Operation::Create | Operation::Update, Some(object), None) => judge(
             &request.operation,
             object,
             request.old_object.as_ref(),
             limits,
         ),
+        (Operation::Update, Some(object), Some(scale::SUBRESOURCE)) => scale::judge(object),
         _ => Outcome::default(),
     };
     let response = if outcome.is_allowed() {
@@ -48,10 +56,11 @@ fn judge(operation: &Operation, object: &Value, old: Option<&Value>, limits: Lim
 }
 
 /// Fills in the defaults of absent fields as a JSON patch; never refuses (validation
-/// does that) and never changes a value the user wrote.
+/// does that) and never changes a value the user wrote. A subresource's object (a
+/// Scale) is not a Database and has nothing to default.
 pub fn mutate(request: &Request) -> Response {
     let allow = Response::allow(&request.uid);
-    if !review::is_create_or_update(&request.operation) {
+    if !review::is_create_or_update(&request.operation) || request.sub_resource.is_some() {
         return allow;
     }
     let Some(original) = &request.object else {

@@ -94,6 +94,7 @@ async fn validate(State(state): State<AppState>, headers: HeaderMap, body: Bytes
             namespace = request.namespace.as_deref().unwrap_or_default(),
             name = %request.name,
             operation = ?request.operation,
+            sub_resource = request.sub_resource.as_deref().unwrap_or_default(),
             dry_run = request.dry_run.unwrap_or(false),
             warnings = outcome.warnings.len(),
             "allowed"
@@ -104,6 +105,7 @@ async fn validate(State(state): State<AppState>, headers: HeaderMap, body: Bytes
             namespace = request.namespace.as_deref().unwrap_or_default(),
             name = %request.name,
             operation = ?request.operation,
+            sub_resource = request.sub_resource.as_deref().unwrap_or_default(),
             dry_run = request.dry_run.unwrap_or(false),
             denied = %outcome.message(),
             "denied"

@@ -9,7 +9,7 @@ use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use database_api::validation::{DEFAULT_MAX_STORAGE_GI, Limits};
 use database_webhook::AppState;
-use database_webhook::certs::{self, BootstrapOptions};
+use database_webhook::certs::{self, BootstrapOptions, Renewal};
 use database_webhook::server::{ServeOptions, Server};
 
 #[derive(Parser)]
@@ -39,8 +39,9 @@ enum Command {
 
 #[derive(Subcommand)]
 enum CertsCommand {
-    /// Create (or keep, when still valid) a CA and serving certificate in a
-    /// kubernetes.io/tls Secret and write the CA into both webhook configurations.
+    /// Create a CA and serving certificate in a kubernetes.io/tls Secret, or renew them
+    /// when due (the CA with an overlap), and write the CAs to trust into both webhook
+    /// configurations. Meant to run on a schedule; it writes nothing when nothing is due.
     Bootstrap(BootstrapArgs),
 }
 
@@ -93,6 +94,22 @@ struct BootstrapArgs {
         default_value = "database-operator-mutating-webhook"
     )]
     mutating_config: String,
+    /// How long a new CA is valid: a number and s, m, h or d.
+    #[arg(long, env = "WEBHOOK_CA_VALIDITY", default_value = "3650d", value_parser = certs::parse_duration)]
+    ca_validity: Duration,
+    /// How long a new serving certificate is valid (never past its CA).
+    #[arg(long, env = "WEBHOOK_SERVING_VALIDITY", default_value = "365d", value_parser = certs::parse_duration)]
+    serving_validity: Duration,
+    /// Renew a certificate once less than this share (percent) of its validity is left:
+    /// the serving certificate by the same CA, the CA by a new one.
+    #[arg(long, env = "WEBHOOK_RENEW_BEFORE_PERCENTAGE", default_value_t = 33,
+          value_parser = clap::value_parser!(u8).range(1..=99))]
+    renew_before_percentage: u8,
+    /// How long each step of a CA rotation waits: a new CA is trusted this long before
+    /// it signs the served certificate, and the old one still this long after. Longer
+    /// than kubelet takes to update a Secret volume, plus --cert-reload-seconds.
+    #[arg(long, env = "WEBHOOK_CA_OVERLAP", default_value = "1h", value_parser = certs::parse_duration)]
+    ca_overlap: Duration,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -137,7 +154,7 @@ async fn bootstrap(args: BootstrapArgs) -> anyhow::Result<()> {
     let client = kube::Client::try_default()
         .await
         .context("connecting to the API server")?;
-    let outcome = certs::bootstrap(
+    let outcome = certs::bootstrap_with(
         &client,
         &BootstrapOptions {
             namespace: args.namespace,
@@ -146,9 +163,20 @@ async fn bootstrap(args: BootstrapArgs) -> anyhow::Result<()> {
             validating_config: args.validating_config,
             mutating_config: args.mutating_config,
         },
+        &Renewal {
+            ca_validity: args.ca_validity,
+            serving_validity: args.serving_validity,
+            renew_before_percentage: args.renew_before_percentage,
+            ca_overlap: args.ca_overlap,
+        },
     )
     .await?;
-    tracing::info!(?outcome, "bootstrap done");
+    let steps: Vec<String> = outcome.steps.iter().map(ToString::to_string).collect();
+    tracing::info!(
+        ?steps,
+        configurations_written = outcome.configurations_written,
+        "bootstrap done"
+    );
     Ok(())
 }
 

@@ -47,6 +47,10 @@ pub struct Request {
     pub object: Option<Value>,
     #[serde(default)]
     pub old_object: Option<Value>,
+    /// The subresource written (`scale`); its objects are then of that subresource's
+    /// kind, not Databases.
+    #[serde(default)]
+    pub sub_resource: Option<String>,
     /// Dry-run requests get the same answer; nothing the webhook does has side effects.
     #[serde(default)]
     pub dry_run: Option<bool>,

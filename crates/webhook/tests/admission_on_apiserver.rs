@@ -1,12 +1,14 @@
 //! The webhook called by a real kube-apiserver through the configurations of
-//! deploy/webhook: kubectl sees its denials, warnings and defaults.
+//! deploy/webhook: kubectl sees its denials, warnings and defaults, on the Database and
+//! through its scale subresource.
 
 mod common;
 
 use common::cluster::{cluster_with_webhook, database, databases, kubectl};
 use database_api::constants::labels;
+use http_body_util::BodyExt as _;
 use kube::api::{Patch, PatchParams, PostParams};
-use serde_json::json;
+use serde_json::{Value, json};
 
 const MINIMAL: &str = "apiVersion: mycompany.io/v1
 kind: Database
@@ -129,7 +131,7 @@ async fn shrinking_storage_and_downgrading_a_major_version_are_refused_on_update
     assert!(
         status
             .message
-            .contains("spec.version: may not move back a major version (from 16.4 to 15.8)"),
+            .contains("spec.version: may not move back from 16.4 to 15.8"),
         "{}",
         status.message
     );
@@ -158,4 +160,194 @@ async fn shrinking_storage_and_downgrading_a_major_version_are_refused_on_update
     let stored = api.get("orders-db").await.expect("get");
     assert_eq!(stored.data["spec"]["storage"], "200Gi");
     assert_eq!(stored.data["spec"]["version"], "16.4");
+}
+
+/// Sends a request kube's `patch_scale` or `replace_scale` built, itself, so that the
+/// `Warning` headers the API server relays from the webhook can be read (kube's `Api`
+/// drops response headers). Returns the status code, the warnings and the body.
+async fn send_for_warnings(
+    client: &kube::Client,
+    request: Result<axum::http::Request<Vec<u8>>, kube::core::request::Error>,
+) -> (u16, Vec<String>, Value) {
+    let request = request.expect("request").map(kube::client::Body::from);
+    let response = client.send(request).await.expect("answered");
+    let status = response.status().as_u16();
+    let warnings = response
+        .headers()
+        .get_all("warning")
+        .iter()
+        .map(|value| value.to_str().unwrap_or_default().to_owned())
+        .collect();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    (
+        status,
+        warnings,
+        serde_json::from_slice(&body).unwrap_or(Value::Null),
+    )
+}
+
+fn scale_requests(client: &kube::Client) -> kube::core::Request {
+    kube::core::Request::new(databases(client).resource_url())
+}
+
+/// `kubectl scale db NAME --replicas=N`: whether it succeeded, and its stderr.
+async fn kubectl_scale(plane: &testenv::ControlPlane, name: &str, replicas: i32) -> (bool, String) {
+    let replicas = format!("--replicas={replicas}");
+    let (ok, _, stderr) = kubectl(
+        plane,
+        &["scale", "db", name, "-n", "production", &replicas],
+        "",
+    )
+    .await;
+    (ok, stderr)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_scale_and_scale_patches_and_puts_reach_the_webhook_and_carry_its_warnings() {
+    let (plane, client, _webhook) = cluster_with_webhook().await;
+    let api = databases(&client);
+    api.create(
+        &PostParams::default(),
+        &database(
+            "orders-db",
+            &json!({"engine": "postgres", "version": "16.4", "storage": "10Gi"}),
+        ),
+    )
+    .await
+    .expect("created");
+
+    let (ok, stderr) = kubectl_scale(&plane, "orders-db", 3).await;
+    assert!(ok, "{stderr}");
+    assert!(
+        stderr.contains("Warning: spec.replicas is 3: postgres instances replicate, but mysql"),
+        "{stderr}"
+    );
+
+    // The PATCH kube's patch_scale sends.
+    let patch = Patch::Merge(json!({"spec": {"replicas": 2}}));
+    let (status, warnings, body) = send_for_warnings(
+        &client,
+        scale_requests(&client).patch_subresource(
+            "scale",
+            "orders-db",
+            &PatchParams::default(),
+            &patch,
+        ),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        warnings.iter().any(|w| w.contains("spec.replicas is 2:")),
+        "{warnings:?}"
+    );
+
+    // The PUT kube's replace_scale sends, of the Scale just read.
+    let mut scale = api.get_scale("orders-db").await.expect("scale");
+    scale.spec.get_or_insert_default().replicas = Some(4);
+    let (status, warnings, body) = send_for_warnings(
+        &client,
+        scale_requests(&client).replace_subresource(
+            "scale",
+            "orders-db",
+            &PostParams::default(),
+            serde_json::to_vec(&scale).expect("json"),
+        ),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        warnings.iter().any(|w| w.contains("spec.replicas is 4:")),
+        "{warnings:?}"
+    );
+    let stored = api.get("orders-db").await.expect("get");
+    assert_eq!(stored.data["spec"]["replicas"], 4);
+
+    // Once the controller has reported the selector (written here as it would), the
+    // Scale names the engine and the engine's own warning comes too.
+    api.create(
+        &PostParams::default(),
+        &database(
+            "events-db",
+            &json!({"engine": "mongodb", "version": "7.0", "storage": "10Gi"}),
+        ),
+    )
+    .await
+    .expect("created");
+    api.patch_status(
+        "events-db",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {
+            "selector": "app.kubernetes.io/instance=events-db,app.kubernetes.io/name=mongodb"
+        }})),
+    )
+    .await
+    .expect("status written");
+    let (ok, stderr) = kubectl_scale(&plane, "events-db", 2).await;
+    assert!(ok, "{stderr}");
+    assert!(
+        stderr.contains(
+            "Warning: spec.replicas is 2: the extra instances are independent databases, the operator does not replicate mongodb yet"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("Warning: spec.replicas is 2: an even number of mongodb members"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scale_out_of_bounds_is_refused_naming_spec_replicas_and_changes_nothing() {
+    let (plane, client, _webhook) = cluster_with_webhook().await;
+    let api = databases(&client);
+    api.create(
+        &PostParams::default(),
+        &database(
+            "orders-db",
+            &json!({"engine": "postgres", "version": "16.4", "storage": "10Gi"}),
+        ),
+    )
+    .await
+    .expect("created");
+
+    let too_many = Patch::Merge(json!({"spec": {"replicas": 6}}));
+    let err = api
+        .patch_scale("orders-db", &PatchParams::default(), &too_many)
+        .await
+        .expect_err("6 replicas are refused");
+    let kube::Error::Api(status) = err else {
+        panic!("expected an API error, got {err}")
+    };
+    assert!(
+        status.message.contains("spec.replicas"),
+        "{}",
+        status.message
+    );
+
+    let mut scale = api.get_scale("orders-db").await.expect("scale");
+    scale.spec.get_or_insert_default().replicas = Some(0);
+    let err = api
+        .replace_scale("orders-db", &PostParams::default(), &scale)
+        .await
+        .expect_err("0 replicas are refused");
+    let kube::Error::Api(status) = err else {
+        panic!("expected an API error, got {err}")
+    };
+    assert!(
+        status.message.contains("spec.replicas"),
+        "{}",
+        status.message
+    );
+
+    let (ok, stderr) = kubectl_scale(&plane, "orders-db", 7).await;
+    assert!(!ok, "7 replicas were accepted");
+    assert!(stderr.contains("spec.replicas"), "{stderr}");
+
+    let stored = api.get("orders-db").await.expect("get");
+    assert_eq!(stored.data["spec"]["replicas"], 1);
 }

@@ -1,10 +1,11 @@
 //! `webhook certs bootstrap` against a real kube-apiserver: it creates the Secret and
-//! writes the caBundle, keeps a valid Secret on later runs, and replaces one that does
-//! not fit.
+//! writes the caBundle, writes nothing on later runs while nothing is due, reissues a
+//! serving certificate that does not fit with the same CA, and replaces a CA that cannot
+//! be kept while still trusting the old one for the overlap.
 
 use std::path::Path;
 
-use database_webhook::certs::{self, BootstrapOptions, Bundle, Outcome, service_dns_names};
+use database_webhook::certs::{self, BootstrapOptions, Outcome, State, Step, service_dns_names};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
@@ -13,6 +14,7 @@ use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use testenv::{ControlPlane, Options};
+use time::OffsetDateTime;
 
 const NAMESPACE: &str = "database-operator-system";
 
@@ -33,22 +35,17 @@ fn manifest(file: &str) -> Value {
     serde_saphyr::from_str(&std::fs::read_to_string(path).expect("manifest")).expect("YAML")
 }
 
-async fn secret_bundle(secrets: &Api<Secret>) -> Bundle {
+async fn stored(secrets: &Api<Secret>) -> State {
     let secret = secrets
         .get("webhook-server-cert")
         .await
         .expect("Secret exists");
     assert_eq!(secret.type_.as_deref(), Some("kubernetes.io/tls"));
-    let data = secret.data.expect("data");
-    let text = |key: &str| String::from_utf8(data.get(key).expect(key).0.clone()).expect("PEM");
-    Bundle {
-        ca_pem: text("ca.crt"),
-        cert_pem: text("tls.crt"),
-        key_pem: text("tls.key"),
-    }
+    State::from_secret(&secret, OffsetDateTime::now_utc()).expect("a CA and a certificate")
 }
 
-async fn ca_bundles(client: &kube::Client) -> Vec<Vec<u8>> {
+/// The CAs (DER) in each webhook's caBundle, validating then mutating.
+async fn ca_bundles(client: &kube::Client) -> Vec<Vec<Vec<u8>>> {
     let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
     let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
     let v = validating
@@ -56,28 +53,31 @@ async fn ca_bundles(client: &kube::Client) -> Vec<Vec<u8>> {
         .await
         .expect("validating");
     let m = mutating.get("mutating-webhook").await.expect("mutating");
-    let mut bundles: Vec<Vec<u8>> = Vec::new();
-    for hook in v.webhooks.unwrap_or_default() {
-        bundles.push(
-            hook.client_config
-                .ca_bundle
-                .map(|b| b.0)
-                .unwrap_or_default(),
+    let bundles = v
+        .webhooks
+        .unwrap_or_default()
+        .into_iter()
+        .map(|hook| hook.client_config.ca_bundle)
+        .chain(
+            m.webhooks
+                .unwrap_or_default()
+                .into_iter()
+                .map(|hook| hook.client_config.ca_bundle),
         );
-    }
-    for hook in m.webhooks.unwrap_or_default() {
-        bundles.push(
-            hook.client_config
-                .ca_bundle
-                .map(|b| b.0)
-                .unwrap_or_default(),
-        );
-    }
     bundles
+        .map(|bundle| certs::ders(&String::from_utf8_lossy(&bundle.unwrap_or_default().0)))
+        .collect()
 }
 
-#[tokio::test]
-async fn bootstrap_creates_then_reuses_then_replaces_the_secret_and_writes_the_ca_bundle() {
+fn unchanged() -> Outcome {
+    Outcome {
+        steps: Vec::new(),
+        configurations_written: 0,
+    }
+}
+
+/// A control plane with the namespace and both configurations of deploy/webhook.
+async fn cluster_with_configurations() -> (ControlPlane, kube::Client) {
     let plane = ControlPlane::start(Options::default())
         .await
         .expect("control plane");
@@ -106,8 +106,11 @@ async fn bootstrap_creates_then_reuses_then_replaces_the_secret_and_writes_the_c
         )
         .await
         .expect("mutating configuration");
+    (plane, client)
+}
 
-    // The first run goes through the binary, as a Job would run it.
+/// `webhook certs bootstrap` through the binary, as the Job runs it.
+async fn run_binary(plane: &ControlPlane) {
     let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_webhook"))
         .args([
             "--log-format",
@@ -132,46 +135,100 @@ async fn bootstrap_creates_then_reuses_then_replaces_the_secret_and_writes_the_c
         "{}",
         String::from_utf8_lossy(&output.stdout)
     );
+}
+
+#[tokio::test]
+async fn bootstrap_creates_then_keeps_then_reissues_then_replaces_and_writes_the_ca_bundle() {
+    let (plane, client) = cluster_with_configurations().await;
+    run_binary(&plane).await;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), NAMESPACE);
-    let created = secret_bundle(&secrets).await;
+    let created = stored(&secrets).await;
     let names = service_dns_names("database-webhook", NAMESPACE);
-    assert_eq!(certs::check(&created, &names), Ok(()));
+    let now = OffsetDateTime::now_utc();
+    assert_eq!(
+        certs::check_serving(&created.ca.cert_pem, &created.serving, &names, now),
+        Ok(())
+    );
+    assert!(
+        created.ca.key_pem.is_some(),
+        "the CA key is kept for renewals"
+    );
     assert_eq!(
         ca_bundles(&client).await,
-        vec![created.ca_pem.as_bytes().to_vec(); 2]
+        vec![certs::ders(&created.ca.cert_pem); 2]
     );
 
-    // A second run keeps everything as it is.
+    // A second run writes nothing.
     assert_eq!(
         certs::bootstrap(&client, &options())
             .await
             .expect("bootstrap"),
-        Outcome::Reused
+        unchanged()
     );
-    assert_eq!(secret_bundle(&secrets).await, created);
+    assert_eq!(stored(&secrets).await, created);
 
-    // A Secret for another Service is replaced, and the configurations follow.
+    // A serving certificate for another Service is reissued by the same CA; the
+    // configurations need no change.
+    let other = certs::issue_serving(
+        &created.ca,
+        &service_dns_names("other", "elsewhere"),
+        std::time::Duration::from_secs(3600),
+        now,
+    )
+    .expect("issue");
+    tamper(&secrets, "tls.crt", &other.cert_pem).await;
+    let outcome = certs::bootstrap(&client, &options())
+        .await
+        .expect("bootstrap");
+    assert!(
+        matches!(&outcome.steps[..], [Step::ReissuedServing(_)]),
+        "{outcome:?}"
+    );
+    assert_eq!(outcome.configurations_written, 0);
+    let reissued = stored(&secrets).await;
+    assert_eq!(reissued.ca, created.ca);
+    assert_eq!(
+        certs::check_serving(&reissued.ca.cert_pem, &reissued.serving, &names, now),
+        Ok(())
+    );
+
+    // A CA that cannot be kept is replaced; the old one stays trusted (its certificate
+    // may still be served) until a run after the overlap.
+    tamper(&secrets, "ca.crt", &reissued.serving.cert_pem).await;
+    let outcome = certs::bootstrap(&client, &options())
+        .await
+        .expect("bootstrap");
+    assert!(
+        matches!(&outcome.steps[..], [Step::ReplacedCa(why)] if why.contains("not a CA")),
+        "{outcome:?}"
+    );
+    assert_eq!(outcome.configurations_written, 2);
+    let replaced = stored(&secrets).await;
+    assert_ne!(replaced.ca, created.ca);
+    let both = [
+        certs::ders(&replaced.ca.cert_pem),
+        certs::ders(&created.ca.cert_pem),
+    ]
+    .concat();
+    assert_eq!(ca_bundles(&client).await, vec![both; 2]);
+    assert_eq!(
+        certs::bootstrap(&client, &options())
+            .await
+            .expect("bootstrap"),
+        unchanged(),
+        "the overlap (an hour by default) has not passed"
+    );
+}
+
+/// Overwrites one key of the Secret, as someone editing it by hand would.
+async fn tamper(secrets: &Api<Secret>, key: &str, value: &str) {
     let mut secret = secrets.get("webhook-server-cert").await.expect("secret");
-    let other = certs::issue(&service_dns_names("other", "elsewhere")).expect("issue");
     secret
         .data
         .get_or_insert_with(Default::default)
-        .insert("tls.crt".into(), ByteString(other.cert_pem.into_bytes()));
+        .insert(key.into(), ByteString(value.as_bytes().to_vec()));
     secrets
         .replace("webhook-server-cert", &PostParams::default(), &secret)
         .await
         .expect("tampered");
-    assert_eq!(
-        certs::bootstrap(&client, &options())
-            .await
-            .expect("bootstrap"),
-        Outcome::Replaced
-    );
-    let replaced = secret_bundle(&secrets).await;
-    assert_ne!(replaced.ca_pem, created.ca_pem);
-    assert_eq!(certs::check(&replaced, &names), Ok(()));
-    assert_eq!(
-        ca_bundles(&client).await,
-        vec![replaced.ca_pem.as_bytes().to_vec(); 2]
-    );
 }

@@ -1,8 +1,12 @@
-//! deploy/webhook with the deploy/certmanager component, rendered by the pinned
-//! kubectl's kustomize: the Certificate names the Service and both configurations carry
-//! the cainjector annotation.
+//! deploy/default rendered by the pinned kubectl's kustomize: the certificate Job and
+//! the renewal CronJob run the same Pod, and the webhook Pods mount only the serving
+//! pair; with the deploy/certmanager component, the Certificate names the Service, both
+//! configurations carry the cainjector annotation, and the Job, the CronJob and their
+//! RBAC are gone.
 
 use std::path::{Component, Path, PathBuf};
+
+use serde_json::Value;
 
 /// `to` relative to `from` (kustomize refuses absolute paths to other kustomizations).
 fn relative(from: &Path, to: &Path) -> PathBuf {
@@ -38,20 +42,7 @@ fn the_certmanager_component_in_the_default_overlay_wires_certificate_and_config
         })
         .collect();
     std::fs::write(root.join("kustomization.yaml"), kustomization).expect("write");
-    let kubectl = testenv::assets::find("kubectl").expect("kubectl");
-    let output = std::process::Command::new(kubectl)
-        .arg("kustomize")
-        .arg(&root)
-        .output()
-        .expect("kubectl kustomize");
-    let rendered = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let documents: Vec<serde_json::Value> =
-        serde_saphyr::from_multiple(&rendered).expect("YAML documents");
+    let documents = render(&root);
     let of_kind = |kind: &str| {
         documents
             .iter()
@@ -108,7 +99,85 @@ fn the_certmanager_component_in_the_default_overlay_wires_certificate_and_config
         serde_json::json!({})
     );
     assert!(
-        of_kind("Job").is_empty(),
-        "cert-manager replaces the bootstrap Job"
+        of_kind("Job").is_empty() && of_kind("CronJob").is_empty(),
+        "cert-manager replaces the bootstrap Job and the renewal CronJob"
     );
+    for kind in ["Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"] {
+        let names: Vec<&str> = of_kind(kind)
+            .iter()
+            .filter_map(|o| o["metadata"]["name"].as_str())
+            .collect();
+        assert!(
+            !names.contains(&"database-operator-webhook-certs"),
+            "{kind} of the certificate Jobs is left: {names:?}"
+        );
+    }
+}
+
+/// `kubectl kustomize dir`, as separate documents.
+fn render(dir: &Path) -> Vec<Value> {
+    let kubectl = testenv::assets::find("kubectl").expect("kubectl");
+    let output = std::process::Command::new(kubectl)
+        .arg("kustomize")
+        .arg(dir)
+        .output()
+        .expect("kubectl kustomize");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_saphyr::from_multiple(&String::from_utf8_lossy(&output.stdout)).expect("YAML documents")
+}
+
+#[test]
+fn the_renewal_cronjob_runs_the_certificate_jobs_pod_and_webhook_pods_mount_no_ca_key() {
+    let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/default");
+    let documents = render(&deploy);
+    let one = |kind: &str| {
+        let found: Vec<&Value> = documents.iter().filter(|d| d["kind"] == kind).collect();
+        assert_eq!(found.len(), 1, "one {kind}");
+        found[0]
+    };
+    let job = one("Job");
+    let cron = one("CronJob");
+    // Pod Security and RBAC are proven for the Job's Pod (crates/e2e); the CronJob's is
+    // the same Pod.
+    assert_eq!(
+        cron["spec"]["jobTemplate"]["spec"]["template"], job["spec"]["template"],
+        "the CronJob's Pod differs from the Job's"
+    );
+    assert_eq!(cron["spec"]["concurrencyPolicy"], "Forbid");
+    assert!(cron["spec"]["schedule"].is_string());
+
+    let webhook = documents
+        .iter()
+        .find(|d| d["kind"] == "Deployment" && d["metadata"]["name"] == "database-operator-webhook")
+        .expect("the webhook Deployment");
+    let volumes = webhook["spec"]["template"]["spec"]["volumes"]
+        .as_array()
+        .expect("volumes");
+    let secret = volumes
+        .iter()
+        .find_map(|v| v.get("secret"))
+        .expect("the Secret volume");
+    assert_eq!(secret["secretName"], job_flag(job, "secret"));
+    let keys: Vec<&str> = secret["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter_map(|item| item["key"].as_str())
+        .collect();
+    assert_eq!(keys, ["tls.crt", "tls.key"]);
+}
+
+fn job_flag(job: &Value, name: &str) -> String {
+    job["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(Value::as_str)
+        .find_map(|arg| arg.strip_prefix(&format!("--{name}=")))
+        .expect("flag")
+        .to_owned()
 }

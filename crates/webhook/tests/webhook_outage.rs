@@ -52,6 +52,13 @@ async fn finalizers_and_deletion_complete_while_the_webhook_is_down_but_a_create
             .is_err(),
         "a spec change needs the webhook"
     );
+    let scale = Patch::Merge(json!({"spec": {"replicas": 2}}));
+    assert!(
+        api.patch_scale("orders-db", &PatchParams::default(), &scale)
+            .await
+            .is_err(),
+        "a scale needs the webhook too"
+    );
 
     api.delete("orders-db", &DeleteParams::default())
         .await

@@ -4,10 +4,11 @@
 //! Parts: create-to-StatefulSet and create-to-Running for one Database and for a burst
 //! (full tier: real StatefulSet controller, scheduler and kwok Pods); the controller's
 //! cold start; its memory, CPU and steady-state writes at several scales; the webhook's
-//! cold start, latency and throughput, direct and through the API server. Ends with the
-//! targets, met or missed.
+//! cold start, latency and throughput, direct and through the API server; failover of a
+//! replicated postgres Database on the real tier. Ends with the targets, met or missed.
 
 mod cluster;
+mod failover;
 mod latency;
 mod procstat;
 mod scale;
@@ -44,6 +45,9 @@ pub struct BenchArgs {
     /// Seconds to watch an idle controller at each scale.
     #[arg(long, default_value_t = 60)]
     pub idle_seconds: u64,
+    /// Failovers per replication mode (Async and Sync) in the failover part.
+    #[arg(long, default_value_t = 20)]
+    pub failover_trials: usize,
     /// Run only these parts (default: all).
     #[arg(long, value_enum, value_delimiter = ',')]
     pub only: Vec<Part>,
@@ -58,6 +62,8 @@ pub enum Part {
     Scale,
     /// Webhook cold start, latency and throughput.
     Webhook,
+    /// Failover of a replicated postgres Database on real servers.
+    Failover,
 }
 
 impl BenchArgs {
@@ -68,6 +74,7 @@ impl BenchArgs {
             burst: 20,
             scale: vec![0, 20],
             idle_seconds: 5,
+            failover_trials: 1,
             only: Vec::new(),
         }
     }
@@ -78,7 +85,12 @@ impl BenchArgs {
 }
 
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
-    crate::control_plane::ensure_built()?;
+    if args.runs(Part::Failover) {
+        crate::control_plane::ensure_built(crate::control_plane::Tier::Real)?;
+        crate::images::ensure_built(&["postgres-17".to_owned()])?;
+    } else {
+        crate::control_plane::ensure_built(crate::control_plane::Tier::Full)?;
+    }
     let (burst, scales, idle) = if args.smoke {
         (20, vec![0, 20], 5)
     } else {
@@ -89,7 +101,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let (latency, scales, webhook) = runtime.block_on(async {
+    let (latency, scales, webhook, failovers) = runtime.block_on(async {
         let latency = if args.runs(Part::Latency) {
             Some(latency_run(&bin_dir, burst).await?)
         } else {
@@ -120,9 +132,17 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         } else {
             None
         };
-        anyhow::Ok((latency, scale_results, webhook))
+        let failovers = if args.runs(Part::Failover) {
+            println!("bench: failover");
+            // The smoke run proves the part runs: one failover, asynchronous only.
+            let modes: &[bool] = if args.smoke { &[false] } else { &[false, true] };
+            failover::measure(&bin_dir, args.failover_trials, modes).await?
+        } else {
+            Vec::new()
+        };
+        anyhow::Ok((latency, scale_results, webhook, failovers))
     })?;
-    let targets = targets::evaluate(latency.as_ref(), &scales, webhook.as_ref());
+    let targets = targets::evaluate(latency.as_ref(), &scales, webhook.as_ref(), &failovers);
     let mut json = json!({"build": profile});
     if let Some((single, burst, cold_start)) = &latency {
         print_latency(single, burst, *cold_start);
@@ -135,6 +155,10 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     if let Some(webhook) = &webhook {
         print_webhook(webhook);
         json["webhook"] = webhook_json(webhook);
+    }
+    if !failovers.is_empty() {
+        print_failovers(&failovers);
+        json["failover"] = failovers.iter().map(failover::Failover::to_json).collect();
     }
     print_targets(&targets);
     json["targets"] = targets.iter().map(Target::to_json).collect();
@@ -323,6 +347,38 @@ fn print_webhook(webhook: &WebhookFigures) {
             load.latency.p99,
             load.latency.max,
             load.per_second
+        );
+    }
+}
+
+fn print_failovers(failovers: &[failover::Failover]) {
+    println!(
+        "\n| failover (postgres, 3 instances, primary's Pod killed) | mode | bound s | trials | p50 s | p95 s | max s |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    for f in failovers {
+        for (what, s) in [
+            ("kill to new primary in status", f.to_primary),
+            (
+                "writes unavailable (longest gap between acknowledged writes)",
+                f.unavailable,
+            ),
+        ] {
+            println!(
+                "| {what} | {} | {} | {} | {:.1} | {:.1} | {:.1} |",
+                f.mode,
+                f.bound.as_secs(),
+                s.count,
+                s.p50 / 1000.0,
+                s.p95 / 1000.0,
+                s.max / 1000.0
+            );
+        }
+    }
+    for f in failovers {
+        println!(
+            "{} mode: {} of {} acknowledged writes lost over {} failovers",
+            f.mode, f.lost, f.acknowledged, f.to_primary.count
         );
     }
 }

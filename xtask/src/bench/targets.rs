@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::failover::Failover;
 use super::latency::Latency;
 use super::scale::Scale;
 use super::webhook::{Route, WebhookFigures};
@@ -26,8 +27,32 @@ pub fn evaluate(
     latency: Option<&(Latency, Latency, Duration)>,
     scales: &[Scale],
     webhook: Option<&WebhookFigures>,
+    failovers: &[Failover],
 ) -> Vec<Target> {
     let mut targets = Vec::new();
+    for f in failovers {
+        // The bound, then about a readiness period for the promotion and the Service.
+        let allowed = f.bound.as_secs_f64() + 15.0;
+        targets.push(Target {
+            name: format!(
+                "{} failover: writes unavailable for at most the bound + 15 s ({allowed:.0} s) at p95",
+                f.mode
+            ),
+            measured: format!(
+                "p95 {:.1} s, max {:.1} s",
+                f.unavailable.p95 / 1000.0,
+                f.unavailable.max / 1000.0
+            ),
+            met: f.unavailable.p95 / 1000.0 <= allowed,
+        });
+        if f.mode == "Sync" {
+            targets.push(Target {
+                name: "Sync failover: no acknowledged write lost".to_owned(),
+                measured: format!("{} of {} lost", f.lost, f.acknowledged),
+                met: f.lost == 0,
+            });
+        }
+    }
     let at = |count: usize| scales.iter().find(|s| s.databases == count);
     if let Some(scale) = at(10_000) {
         targets.push(Target {

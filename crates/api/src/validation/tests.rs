@@ -12,6 +12,7 @@ fn db(name: &str, engine: Engine, version: &str, storage: &str, replicas: i32) -
             storage: storage.into(),
             replicas,
             deletion_policy: DeletionPolicy::Retain,
+            replication: crate::replication::Replication::default(),
         },
     );
     db.metadata.namespace = Some("production".into());
@@ -143,14 +144,18 @@ fn replicas_outside_one_to_five_are_refused() {
 }
 
 #[test]
-fn more_than_one_replica_warns_that_instances_do_not_replicate() {
-    let outcome = validate(
+fn more_than_one_replica_warns_only_for_engines_that_do_not_replicate() {
+    let postgres = validate(
         &db("a", Engine::Postgres, "16", "1Gi", 3),
         &Limits::default(),
     );
-    assert!(outcome.is_allowed());
-    assert_eq!(outcome.warnings.len(), 1, "{:?}", outcome.warnings);
-    assert!(outcome.warnings[0].contains("does not replicate by itself"));
+    assert!(postgres.is_allowed());
+    assert!(postgres.warnings.is_empty(), "{:?}", postgres.warnings);
+    let mysql = validate(&db("a", Engine::Mysql, "8.4", "1Gi", 3), &Limits::default());
+    assert!(mysql.is_allowed());
+    assert_eq!(mysql.warnings.len(), 1, "{:?}", mysql.warnings);
+    assert!(mysql.warnings[0].contains("independent databases"));
+    assert!(mysql.warnings[0].contains("mysql"));
 }
 
 #[test]
@@ -278,11 +283,7 @@ fn moving_back_a_major_version_is_refused_but_a_minor_one_is_not() {
     let mut new = orders();
     new.spec.version = "14.9".into();
     let outcome = validate_update(&old, &new, &Limits::default());
-    assert!(has_error(
-        &outcome,
-        "spec.version",
-        "may not move back a major version"
-    ));
+    assert!(has_error(&outcome, "spec.version", "may not move back"));
 
     new.spec.version = "15.2".into();
     let outcome = validate_update(&old, &new, &Limits::default());
@@ -299,18 +300,90 @@ fn mysql_8_4_back_to_8_0_is_a_series_downgrade() {
 }
 
 #[test]
-fn a_major_upgrade_is_allowed_with_a_backup_warning() {
+fn a_postgres_major_upgrade_is_refused_naming_the_field_and_the_way_out() {
     let old = orders();
-    let mut new = orders();
-    new.spec.version = "16.4".into();
-    let outcome = validate_update(&old, &new, &Limits::default());
-    assert!(outcome.is_allowed());
-    assert!(
-        outcome
-            .warnings
-            .iter()
-            .any(|w| w.contains("major-version upgrade"))
-    );
+    for version in ["16.4", "18"] {
+        let mut new = orders();
+        new.spec.version = version.into();
+        let outcome = validate_update(&old, &new, &Limits::default());
+        assert!(
+            has_error(&outcome, "spec.version", "major-version change"),
+            "{version}"
+        );
+        assert!(has_error(&outcome, "spec.version", "pg_dump"), "{version}");
+    }
+}
+
+#[test]
+fn mysql_and_mongodb_upgrade_one_series_at_a_time_with_a_backup_warning() {
+    for (engine, from, to) in [
+        (Engine::Mysql, "8.0.39", "8.4"),
+        (Engine::Mysql, "8.4", "9.7"),
+        (Engine::Mongodb, "6.0", "7.0"),
+    ] {
+        let old = db("a", engine, from, "1Gi", 1);
+        let new = db("a", engine, to, "1Gi", 1);
+        let outcome = validate_update(&old, &new, &Limits::default());
+        assert!(
+            outcome.is_allowed(),
+            "{from} to {to}: {:?}",
+            errors(&outcome)
+        );
+        assert!(
+            outcome
+                .warnings
+                .iter()
+                .any(|w| w.contains("take a backup first")),
+            "{from} to {to}: {:?}",
+            outcome.warnings
+        );
+    }
+    for (engine, from, to) in [
+        (Engine::Mysql, "8.0", "9.7"),
+        (Engine::Mongodb, "6.0", "8.0"),
+    ] {
+        let old = db("a", engine, from, "1Gi", 1);
+        let new = db("a", engine, to, "1Gi", 1);
+        let outcome = validate_update(&old, &new, &Limits::default());
+        assert!(
+            has_error(&outcome, "spec.version", "first"),
+            "{from} to {to}"
+        );
+    }
+}
+
+#[test]
+fn versions_with_leading_zeros_name_no_image_and_are_refused() {
+    for version in ["016", "16.04"] {
+        let outcome = validate(
+            &db("a", Engine::Postgres, version, "1Gi", 1),
+            &Limits::default(),
+        );
+        assert!(
+            has_error(&outcome, "spec.version", "without leading zeros"),
+            "{version}"
+        );
+    }
+}
+
+#[test]
+fn a_series_past_its_end_of_life_is_allowed_with_a_warning_naming_when() {
+    for (engine, version) in [
+        (Engine::Postgres, "13"),
+        (Engine::Mongodb, "6.0"),
+        (Engine::Mysql, "8.0"),
+        (Engine::Mysql, "9.3"),
+    ] {
+        let outcome = validate(&db("a", engine, version, "1Gi", 1), &Limits::default());
+        assert!(outcome.is_allowed(), "{engine} {version}");
+        assert!(
+            outcome.warnings.iter().any(|w| w.contains("end of life")),
+            "{engine} {version}: {:?}",
+            outcome.warnings
+        );
+    }
+    let current = validate(&db("a", Engine::Mysql, "9.7", "1Gi", 1), &Limits::default());
+    assert!(!current.warnings.iter().any(|w| w.contains("end of life")));
 }
 
 #[test]

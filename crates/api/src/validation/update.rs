@@ -4,11 +4,12 @@
 use super::{Limits, Outcome, validate};
 use crate::Database;
 use crate::storage::parse_gi;
-use crate::versions::{Version, series_rank};
+use crate::versions::{Change, Version, change};
 
 /// Checks the new side of an update on its own, then against the old side: the engine
-/// is immutable, storage may not shrink and the version may not move back a series.
-/// Growing storage and upgrading a series are allowed with a warning.
+/// is immutable, storage may not shrink, and the version may only change the way the
+/// engine upgrades its data in place (see [`crate::versions::change`]). Growing storage
+/// and an in-place upgrade are allowed with a warning.
 pub fn validate_update(old: &Database, new: &Database, limits: &Limits) -> Outcome {
     let mut outcome = validate(new, limits);
     check_engine(old, new, &mut outcome);
@@ -60,19 +61,12 @@ fn check_version(old: &Database, new: &Database, outcome: &mut Outcome) {
     ) else {
         return;
     };
-    let (from, to) = (series_rank(engine, before), series_rank(engine, after));
-    if to < from {
-        outcome.error(
-            "spec.version",
-            format!(
-                "may not move back a major version (from {} to {}): {engine} cannot read data written by a newer major version",
-                old.spec.version, new.spec.version
-            ),
-        );
-    } else if to > from {
-        outcome.warn(format!(
-            "spec.version moves from {} to {}: a major-version upgrade changes the data format and cannot be undone; take a backup first",
+    match change(engine, before, after) {
+        Change::WithinSeries => {}
+        Change::Refused(reason) => outcome.error("spec.version", reason),
+        Change::InPlaceUpgrade => outcome.warn(format!(
+            "spec.version moves from {} to {}: {engine} upgrades its data in place when the new version starts, which cannot be undone; take a backup first",
             old.spec.version, new.spec.version
-        ));
+        )),
     }
 }

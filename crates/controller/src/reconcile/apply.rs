@@ -60,8 +60,13 @@ where
         };
         match api.create(&params, &object).await {
             Ok(created) => return Ok((created, Applied::Created)),
-            // Created since it was read (or the first pass skipped the read): apply.
-            Err(kube::Error::Api(status)) if status.code == 409 => {}
+            // Created since it was read: apply only if it is this Database's.
+            Err(kube::Error::Api(status)) if status.is_already_exists() => {
+                let existing = api.get(&name).await.map_err(apply_error)?;
+                if !same_controller(existing.meta(), desired.meta()) {
+                    return Err(Error::NotControlled { kind, name });
+                }
+            }
             Err(source) => return Err(apply_error(source)),
         }
         let applied = server_side_apply(api, &name, &body)
@@ -92,6 +97,18 @@ where
         .await
         .map_err(apply_error)?;
     Ok((applied, Applied::Updated))
+}
+
+/// Whether `existing` has the controller `desired` names (the owning Database's uid).
+fn same_controller(existing: &kube::api::ObjectMeta, desired: &kube::api::ObjectMeta) -> bool {
+    let controller = |meta: &kube::api::ObjectMeta| {
+        meta.owner_references
+            .iter()
+            .flatten()
+            .find(|r| r.controller == Some(true))
+            .map(|r| r.uid.clone())
+    };
+    controller(desired).is_some() && controller(existing) == controller(desired)
 }
 
 /// `force` takes ownership of fields another manager set (e.g. `kubectl edit` of a

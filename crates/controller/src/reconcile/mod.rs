@@ -2,21 +2,26 @@
 //! status. Each step lives in its own module; this driver shows the whole flow.
 
 pub mod apply;
+pub mod conflicts;
 pub mod drift;
 pub mod finalizer;
+pub mod layout;
 pub mod ownership;
+pub mod preflight;
 pub mod status;
 pub mod storage;
+pub mod version;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::dispatch::Action;
 use database_api::constants::PAUSED_ANNOTATION;
+use database_api::replication::ReplicationMode;
 use database_api::validation::{Limits, validate};
-use database_api::{Database, Phase};
+use database_api::{Database, DeletionPolicy, Phase};
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Secret, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, PostParams};
@@ -29,16 +34,23 @@ use crate::context::Context;
 use crate::error::Error;
 use crate::events::{EventType, Notice};
 use crate::metrics::ResultLabels;
-use crate::resources::credentials::Credentials;
-use crate::resources::meta::{connection_secret_name, credentials_secret_name};
+use crate::replication;
+use crate::resources::configmap::{build_init_configmap, build_topology_configmap};
+use crate::resources::credentials::{Credentials, Layout};
+use crate::resources::meta::{
+    PRIMARY, REPLICA, connection_secret_name, credentials_secret_name, init_configmap_name,
+    ro_service_name, rw_service_name, topology_configmap_name,
+};
 use crate::resources::pdb::build_pdb;
 use crate::resources::secret::{build_connection_secret, build_credentials_secret};
-use crate::resources::service::build_service;
+use crate::resources::service::{build_role_service, build_service};
 use crate::resources::statefulset::build_statefulset;
 
 /// How soon to look again at a Database that is not Ready yet. Owned-object events
 /// usually come first; this only bounds how long a missed one can delay status.
 const NOT_READY_REQUEUE: Duration = Duration::from_secs(30);
+/// How soon to look again at a Database blocked by an object it does not control.
+const CONFLICT_REQUEUE: Duration = Duration::from_secs(60);
 /// How soon to look again while a StatefulSet is being replaced for a storage resize.
 const RECREATE_REQUEUE: Duration = Duration::from_secs(2);
 
@@ -158,12 +170,16 @@ async fn add_finalizer(
 
 /// The owned objects as the API server has them.
 #[derive(Default)]
-struct Observed {
-    statefulset: Option<StatefulSet>,
-    service: Option<Service>,
-    credentials: Option<Secret>,
-    connection: Option<Secret>,
-    budget: Option<PodDisruptionBudget>,
+pub(crate) struct Observed {
+    pub(crate) statefulset: Option<StatefulSet>,
+    pub(crate) service: Option<Service>,
+    pub(crate) credentials: Option<Secret>,
+    pub(crate) connection: Option<Secret>,
+    pub(crate) budget: Option<PodDisruptionBudget>,
+    pub(crate) init: Option<ConfigMap>,
+    pub(crate) topology: Option<ConfigMap>,
+    pub(crate) rw: Option<Service>,
+    pub(crate) ro: Option<Service>,
 }
 
 struct OwnedApis {
@@ -171,6 +187,7 @@ struct OwnedApis {
     services: Api<Service>,
     secrets: Api<Secret>,
     budgets: Api<PodDisruptionBudget>,
+    configmaps: Api<ConfigMap>,
 }
 
 impl OwnedApis {
@@ -180,6 +197,7 @@ impl OwnedApis {
             services: Api::namespaced(client.clone(), namespace),
             secrets: Api::namespaced(client.clone(), namespace),
             budgets: Api::namespaced(client.clone(), namespace),
+            configmaps: Api::namespaced(client.clone(), namespace),
         }
     }
 
@@ -188,12 +206,18 @@ impl OwnedApis {
         let name = db.name_any();
         let (credentials_name, connection_name) =
             (credentials_secret_name(db), connection_secret_name(db));
-        let (statefulset, service, credentials, connection, budget) = tokio::try_join!(
+        let (init_name, topology_name) = (init_configmap_name(db), topology_configmap_name(db));
+        let (primary_service, replica_service) = (rw_service_name(db), ro_service_name(db));
+        let (statefulset, service, credentials, connection, budget, init, topology, rw, ro) = tokio::try_join!(
             get_opt(&self.sets, &name),
             get_opt(&self.services, &name),
             get_opt(&self.secrets, &credentials_name),
             get_opt(&self.secrets, &connection_name),
             get_opt(&self.budgets, &name),
+            get_opt(&self.configmaps, &init_name),
+            get_opt(&self.configmaps, &topology_name),
+            get_opt(&self.services, &primary_service),
+            get_opt(&self.services, &replica_service),
         )?;
         Ok(Observed {
             statefulset,
@@ -201,6 +225,10 @@ impl OwnedApis {
             credentials,
             connection,
             budget,
+            init,
+            topology,
+            rw,
+            ro,
         })
     }
 }
@@ -217,13 +245,12 @@ async fn apply_owned(
     first_pass: bool,
 ) -> Result<Action, Error> {
     let apis = OwnedApis::new(&ctx.client, namespace);
-    // A new Database owns nothing yet: skip the reads. Applies are idempotent, so a
-    // stray existing object is simply brought in line.
-    let observed = if first_pass {
-        Observed::default()
-    } else {
-        apis.observe(db).await?
-    };
+    // Read even on a Database's first pass: an object of its name may already exist,
+    // and one it does not control is never written (see `conflicts`).
+    let mut observed = apis.observe(db).await?;
+    if let Some(stop) = preflight::check(databases, &apis.secrets, db, &mut observed).await? {
+        return stopped(ctx, databases, db, &observed, stop, first_pass, now).await;
+    }
     if observed
         .statefulset
         .as_ref()
@@ -262,18 +289,15 @@ async fn apply_owned(
 
     // The StatefulSet's Pods read the credentials Secret by name, so the StatefulSet
     // does not wait for it: kubelet retries until the Secret exists.
-    let desired_set = build_statefulset(db, &ctx.settings.build, &template_storage);
-    let desired_service = build_service(db);
-    let secrets = async {
-        let credentials =
-            ensure_credentials(ctx, &apis.secrets, db, observed.credentials.clone()).await?;
-        apply(
-            &apis.secrets,
-            &build_connection_secret(db, &credentials),
-            observed.connection.as_ref(),
-        )
-        .await
-    };
+    let layout = Layout::of(observed.credentials.as_ref().and_then(|s| s.data.as_ref()));
+    let replicated = replication_runs(db, layout);
+    let named = replication::named_primary(db, observed.topology.as_ref());
+    let desired_set = build_statefulset(
+        &keeping_the_primary(db, replicated, &named),
+        &ctx.settings.build,
+        &template_storage,
+        layout,
+    );
     // The StatefulSet goes out first, on its own: it is what the StatefulSet controller
     // is waiting for, and it is the costliest write. Sharing the API server with the
     // other writes made it take twice as long on a small control plane. The finalizer
@@ -281,24 +305,197 @@ async fn apply_owned(
     // collection and its claims as the StatefulSet's retention policy (set from the
     // deletion policy) says, which is what the finalizer would have done.
     let (set, set_applied) = apply(&apis.sets, &desired_set, observed.statefulset.as_ref()).await?;
-    let ((_, service_applied), (_, connection_applied), (), ()) = tokio::try_join!(
-        apply(&apis.services, &desired_service, observed.service.as_ref()),
+    record(ctx, set_applied);
+    Box::pin(apply_the_rest(
+        ctx, databases, db, &apis, &observed, layout, &named, first_pass,
+    ))
+    .await?;
+    announce(ctx, db, observed.statefulset.as_ref(), set_applied).await;
+
+    let instances = set.status.as_ref().map_or(0, |s| s.replicas);
+    let engine_pass = replicated
+        && (db.spec.replicas > 1
+            || instances > 1
+            || db.spec.replication.mode == ReplicationMode::Sync);
+    let report = replication::reconcile(ctx, db, namespace, &named, engine_pass).await?;
+    replication::forget_done_switchover(databases, db, report.primary.as_deref()).await?;
+    for (type_, reason, note) in &report.events {
+        publish(ctx, db, *type_, reason, note.clone()).await;
+    }
+    let requeue = report.requeue;
+    let facts = Facts {
+        replication: Some(report),
+        ..facts
+    };
+    write_status(ctx, databases, db, Some(&set), &facts, now).await?;
+    let running = status::compute(
+        db,
+        Some(&set),
+        &facts,
+        now,
+        &ctx.settings.build.cluster_domain,
+    )
+    .phase
+        == Phase::Running;
+    Ok(match (running, requeue) {
+        (_, Some(after)) => Action::requeue(after),
+        (true, None) => Action::await_change(),
+        (false, None) => Action::requeue(NOT_READY_REQUEUE),
+    })
+}
+
+/// Whether the operator runs this Database's replication: an engine it replicates, with
+/// credentials that have a replication user.
+pub(crate) fn replication_runs(db: &Database, layout: Layout) -> bool {
+    layout == Layout::SeparateAdmin
+        && crate::engine::profile(db.spec.engine)
+            .replication_script
+            .is_some()
+}
+
+/// `db` with as many instances as keep the named primary: a scale-down that would remove
+/// it waits until a switchover has moved the primary to a lower ordinal.
+fn keeping_the_primary<'a>(
+    db: &'a Database,
+    replicated: bool,
+    named: &str,
+) -> std::borrow::Cow<'a, Database> {
+    let needed = replication::ordinal(named).map_or(0, |o| o + 1);
+    if replicated && needed > db.spec.replicas {
+        let mut shaped = db.clone();
+        shaped.spec.replicas = needed;
+        std::borrow::Cow::Owned(shaped)
+    } else {
+        std::borrow::Cow::Borrowed(db)
+    }
+}
+
+/// Every owned object but the StatefulSet, together: the Services, the Secrets, the
+/// ConfigMaps and the budget; and the finalizer on a first pass.
+#[allow(clippy::too_many_arguments)]
+async fn apply_the_rest(
+    ctx: &Context,
+    databases: &Api<Database>,
+    db: &Database,
+    apis: &OwnedApis,
+    observed: &Observed,
+    layout: Layout,
+    named: &str,
+    first_pass: bool,
+) -> Result<(), Error> {
+    let secrets = async {
+        let credentials =
+            ensure_credentials(ctx, &apis.secrets, db, observed.credentials.clone()).await?;
+        apply(
+            &apis.secrets,
+            &build_connection_secret(db, &credentials, &ctx.settings.build.cluster_domain),
+            observed.connection.as_ref(),
+        )
+        .await
+        .map(|(_, applied)| applied)
+    };
+    let init = async {
+        match init_scripts(db, layout) {
+            Some(desired) => Ok(apply(&apis.configmaps, &desired, observed.init.as_ref())
+                .await?
+                .1),
+            None => Ok(Applied::Unchanged),
+        }
+    };
+    let services = async {
+        let desired = [
+            build_service(db),
+            build_role_service(db, PRIMARY),
+            build_role_service(db, REPLICA),
+        ];
+        let (headless, rw, ro) = tokio::try_join!(
+            apply(&apis.services, &desired[0], observed.service.as_ref()),
+            apply(&apis.services, &desired[1], observed.rw.as_ref()),
+            apply(&apis.services, &desired[2], observed.ro.as_ref()),
+        )?;
+        Ok::<_, Error>([headless.1, rw.1, ro.1])
+    };
+    let topology = async {
+        let desired = build_topology_configmap(db, named);
+        Ok(
+            apply(&apis.configmaps, &desired, observed.topology.as_ref())
+                .await?
+                .1,
+        )
+    };
+    let (services, connection, init, topology, (), ()) = tokio::try_join!(
+        services,
         secrets,
+        init,
+        topology,
         sync_budget(ctx, &apis.budgets, db, observed.budget.as_ref()),
         add_finalizer(ctx, databases, db, first_pass),
     )?;
-    for applied in [set_applied, service_applied, connection_applied] {
+    for applied in services.into_iter().chain([connection, init, topology]) {
         record(ctx, applied);
     }
-    announce(ctx, db, observed.statefulset.as_ref(), set_applied).await;
+    Ok(())
+}
 
-    write_status(ctx, databases, db, Some(&set), &facts, now).await?;
-    let running = status::compute(db, Some(&set), &facts, now).phase == Phase::Running;
-    Ok(if running {
-        Action::await_change()
-    } else {
-        Action::requeue(NOT_READY_REQUEUE)
-    })
+/// The scripts ConfigMap, where the instances run one: an engine whose image makes only a
+/// superuser, with credentials that have an administrator of their own.
+pub(crate) fn init_scripts(db: &Database, layout: Layout) -> Option<ConfigMap> {
+    (layout == Layout::SeparateAdmin)
+        .then(|| build_init_configmap(db))
+        .flatten()
+}
+
+/// Ends a pass that preflight stopped: the status (and an event) say why.
+async fn stopped(
+    ctx: &Context,
+    databases: &Api<Database>,
+    db: &Database,
+    observed: &Observed,
+    stop: preflight::Stop,
+    first_pass: bool,
+    now: &Time,
+) -> Result<Action, Error> {
+    let set = observed.statefulset.as_ref();
+    match stop {
+        preflight::Stop::Invalid(message) => {
+            let facts = Facts {
+                invalid: Some(message.clone()),
+                ..Facts::default()
+            };
+            let (wrote, ()) = tokio::try_join!(
+                write_status(ctx, databases, db, set, &facts, now),
+                add_finalizer(ctx, databases, db, first_pass),
+            )?;
+            if wrote {
+                publish(ctx, db, EventType::Warning, "InvalidSpec", message).await;
+            }
+            Ok(Action::await_change())
+        }
+        preflight::Stop::Conflict(conflict) => {
+            let message = conflict.message();
+            let facts = Facts {
+                degraded: Some((conflicts::REASON, message.clone())),
+                ..Facts::default()
+            };
+            // Nothing is owned yet on a first pass, so no finalizer: deleting this
+            // Database must not reach for data that is someone else's.
+            if write_status(
+                ctx,
+                databases,
+                db,
+                set.filter(|s| conflicts::is_controlled_by(&s.metadata, db)),
+                &facts,
+                now,
+            )
+            .await?
+            {
+                publish(ctx, db, EventType::Warning, conflicts::REASON, message).await;
+            }
+            // The object in the way is not watched: look again now and then.
+            Ok(Action::requeue(CONFLICT_REQUEUE))
+        }
+        preflight::Stop::Marked => Ok(Action::await_change()),
+    }
 }
 
 /// Applies the PodDisruptionBudget, or deletes it when one instance needs none.
@@ -310,7 +507,7 @@ async fn sync_budget(
 ) -> Result<(), Error> {
     match build_pdb(db) {
         Some(budget) => record(ctx, apply(api, &budget, observed).await?.1),
-        None if observed.is_some() => {
+        None if observed.is_some_and(|b| conflicts::is_controlled_by(&b.metadata, db)) => {
             delete_if_present(api, &db.name_any()).await?;
             ctx.metrics.wrote("delete");
         }
@@ -343,10 +540,28 @@ async fn delete(
         )
         .await;
     }
-    let claims: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), namespace);
-    let deleted = finalizer::clean_up_data(&claims, db).await?;
-    if deleted > 0 {
-        ctx.metrics.wrote("delete");
+    let apis = OwnedApis::new(&ctx.client, namespace);
+    // Data is only touched through a StatefulSet this Database controls.
+    let set = get_opt(&apis.sets, &db.name_any())
+        .await?
+        .filter(|s| conflicts::is_controlled_by(&s.metadata, db));
+    match (db.spec.deletion_policy, set) {
+        (DeletionPolicy::Delete, Some(_)) => {
+            let claims: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), namespace);
+            if finalizer::delete_claims(&claims, db).await? > 0 {
+                ctx.metrics.wrote("delete");
+            }
+        }
+        (DeletionPolicy::Retain, set) => {
+            let version = set
+                .as_ref()
+                .and_then(version::running_version)
+                .map_or_else(|| db.spec.version.clone(), |v| v.to_string());
+            if finalizer::keep_credentials(&apis.secrets, db, &version).await? {
+                ctx.metrics.wrote("retain");
+            }
+        }
+        (DeletionPolicy::Delete, None) => {}
     }
     finalizer::remove(databases, db).await?;
     ctx.metrics.wrote("finalizer");
@@ -376,13 +591,19 @@ async fn ensure_credentials(
             ctx.metrics.wrote("create");
             Ok(credentials)
         }
-        // It exists already (an earlier pass, or a first pass that skipped the read).
-        Err(kube::Error::Api(status)) if status.code == 409 => {
-            let existing = get_opt(secrets, &credentials_secret_name(db))
-                .await?
-                .and_then(|s| s.data)
-                .unwrap_or_default();
-            Ok(Credentials::from_data(&existing)?)
+        // Created since it was read: use it only if it is this Database's.
+        Err(kube::Error::Api(status)) if status.is_already_exists() => {
+            let name = credentials_secret_name(db);
+            let existing = get_opt(secrets, &name).await?;
+            match existing {
+                Some(secret) if conflicts::is_controlled_by(&secret.metadata, db) => {
+                    Ok(Credentials::from_data(&secret.data.unwrap_or_default())?)
+                }
+                _ => Err(Error::NotControlled {
+                    kind: "Secret".into(),
+                    name,
+                }),
+            }
         }
         Err(err) => Err(Error::CreateCredentials(err)),
     }
@@ -396,7 +617,8 @@ async fn write_status(
     facts: &Facts,
     now: &Time,
 ) -> Result<bool, Error> {
-    let wrote = status::patch_if_changed(api, db, status::compute(db, set, facts, now)).await?;
+    let status = status::compute(db, set, facts, now, &ctx.settings.build.cluster_domain);
+    let wrote = status::patch_if_changed(api, db, status).await?;
     if wrote {
         ctx.metrics.wrote("status");
     }

@@ -25,6 +25,8 @@ pub struct Facts {
     pub terminating: bool,
     /// A write failed or a change was refused: (reason, message).
     pub degraded: Option<(&'static str, String)>,
+    /// What the replication pass found.
+    pub replication: Option<crate::replication::Report>,
 }
 
 /// Replica counts read from the StatefulSet.
@@ -56,6 +58,7 @@ pub fn compute(
     statefulset: Option<&StatefulSet>,
     facts: &Facts,
     now: &Time,
+    cluster_domain: &str,
 ) -> DatabaseStatus {
     let generation = db.metadata.generation;
     let previous = db.status.clone().unwrap_or_default();
@@ -124,15 +127,8 @@ pub fn compute(
         }
         None => conditions::set(&mut list, condition(DEGRADED, false, "AsExpected", "")),
     }
-    let (reason, note) = if desired > 1 {
-        (
-            "NotConfigured",
-            "instances beyond the first are independent: the engine images do not replicate by themselves",
-        )
-    } else {
-        ("SingleInstance", "one instance: nothing to replicate")
-    };
-    conditions::set(&mut list, condition(REPLICATED, false, reason, note));
+    let (replicated, reason, note) = replication_condition(db, facts);
+    conditions::set(&mut list, condition(REPLICATED, replicated, reason, &note));
     if facts.paused {
         conditions::set(
             &mut list,
@@ -151,12 +147,28 @@ pub fn compute(
         phase,
         ready,
         message: Some(message),
-        endpoint: Some(endpoint(db)),
+        endpoint: Some(endpoint(db, cluster_domain)),
         replicas: ready_replicas,
+        primary: facts.replication.as_ref().and_then(|r| r.primary.clone()),
+        instances: facts
+            .replication
+            .as_ref()
+            .map(|r| r.instances.clone())
+            .unwrap_or_default(),
         selector: Some(selector_string(db)),
         observed_generation: generation,
         conditions: list,
     }
+}
+
+/// The Replicated condition: from the replication pass, or for instances the operator
+/// does not replicate.
+fn replication_condition(db: &Database, facts: &Facts) -> (bool, &'static str, String) {
+    facts
+        .replication
+        .as_ref()
+        .and_then(|r| r.replicated.clone())
+        .unwrap_or_else(|| crate::replication::not_replicated(db))
 }
 
 /// Writes `status` unless it equals what the Database already shows.
@@ -217,7 +229,13 @@ mod tests {
     #[test]
     fn all_replicas_ready_means_running_and_ready() {
         let db = database(Engine::Postgres, "16.4", 3);
-        let status = compute(&db, Some(&set(3, 3, 1)), &Facts::default(), &now());
+        let status = compute(
+            &db,
+            Some(&set(3, 3, 1)),
+            &Facts::default(),
+            &now(),
+            "cluster.local",
+        );
         assert_eq!(
             (status.phase, status.ready, status.replicas),
             (Phase::Running, true, 3)
@@ -229,7 +247,7 @@ mod tests {
         assert_eq!(status_of(PROGRESSING, &status).0, "False");
         assert_eq!(
             status.endpoint.as_deref(),
-            Some("orders.shop.svc.cluster.local:5432")
+            Some("orders-rw.shop.svc.cluster.local:5432")
         );
         assert_eq!(status.observed_generation, Some(1));
     }
@@ -237,7 +255,13 @@ mod tests {
     #[test]
     fn partly_ready_is_creating_and_progressing() {
         let db = database(Engine::Postgres, "16.4", 3);
-        let status = compute(&db, Some(&set(3, 1, 1)), &Facts::default(), &now());
+        let status = compute(
+            &db,
+            Some(&set(3, 1, 1)),
+            &Facts::default(),
+            &now(),
+            "cluster.local",
+        );
         assert_eq!(
             (status.phase, status.ready, status.replicas),
             (Phase::Creating, false, 1)
@@ -252,7 +276,13 @@ mod tests {
     #[test]
     fn a_statefulset_not_yet_caught_up_with_a_scale_is_not_running() {
         let db = database(Engine::Mysql, "8.4", 3);
-        let status = compute(&db, Some(&set(1, 1, 1)), &Facts::default(), &now());
+        let status = compute(
+            &db,
+            Some(&set(1, 1, 1)),
+            &Facts::default(),
+            &now(),
+            "cluster.local",
+        );
         assert_eq!(status.phase, Phase::Creating);
     }
 
@@ -263,7 +293,7 @@ mod tests {
             invalid: Some("spec.version: unsupported".into()),
             ..Facts::default()
         };
-        let status = compute(&db, None, &facts, &now());
+        let status = compute(&db, None, &facts, &now(), "cluster.local");
         assert_eq!(status.phase, Phase::Failed);
         assert_eq!(status.message.as_deref(), Some("spec.version: unsupported"));
         assert_eq!(
@@ -279,7 +309,13 @@ mod tests {
     #[test]
     fn several_replicas_are_never_claimed_to_replicate() {
         let db = database(Engine::Postgres, "16.4", 2);
-        let status = compute(&db, Some(&set(2, 2, 1)), &Facts::default(), &now());
+        let status = compute(
+            &db,
+            Some(&set(2, 2, 1)),
+            &Facts::default(),
+            &now(),
+            "cluster.local",
+        );
         assert_eq!(
             status_of(REPLICATED, &status),
             ("False".into(), "NotConfigured".into())
@@ -297,7 +333,7 @@ mod tests {
             paused: true,
             ..Facts::default()
         };
-        let status = compute(&db, None, &facts, &now());
+        let status = compute(&db, None, &facts, &now(), "cluster.local");
         assert_eq!(status.phase, Phase::Running);
         assert_eq!(status_of(PAUSED, &status), ("True".into(), "Paused".into()));
     }
@@ -305,10 +341,22 @@ mod tests {
     #[test]
     fn computing_twice_from_the_same_inputs_gives_the_same_status() {
         let mut db = database(Engine::Mongodb, "7.0", 1);
-        let first = compute(&db, Some(&set(1, 1, 1)), &Facts::default(), &now());
+        let first = compute(
+            &db,
+            Some(&set(1, 1, 1)),
+            &Facts::default(),
+            &now(),
+            "cluster.local",
+        );
         db.status = Some(first.clone());
         let later = Time(k8s_openapi::jiff::Timestamp::from_second(1_700_000_500).expect("time"));
-        let second = compute(&db, Some(&set(1, 1, 1)), &Facts::default(), &later);
+        let second = compute(
+            &db,
+            Some(&set(1, 1, 1)),
+            &Facts::default(),
+            &later,
+            "cluster.local",
+        );
         assert_eq!(
             first, second,
             "an unchanged world must not produce a status write"

@@ -164,6 +164,7 @@ async fn expansion_refused(
 mod tests {
     use super::*;
     use crate::resources::BuildConfig;
+    use crate::resources::credentials::Layout;
     use crate::resources::fixtures::database;
     use crate::resources::statefulset::build_statefulset;
     use database_api::Engine;
@@ -174,6 +175,7 @@ mod tests {
             &database(Engine::Postgres, "16", 1),
             &BuildConfig::default(),
             "42Gi",
+            Layout::SeparateAdmin,
         );
         assert_eq!(template_gi(&set), Some((42, "42Gi".to_owned())));
     }

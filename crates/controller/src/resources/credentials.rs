@@ -1,6 +1,13 @@
 //! The initial credentials of a Database: generated once, stored in
 //! `<name>-credentials`, read back on every reconcile, never rotated silently.
 //!
+//! Two users: the engine's administrator (its own password, kept in this Secret only)
+//! and the application user, which owns its database and nothing more and is the one
+//! the connection Secret names. Secrets made by earlier versions of the operator have
+//! no administrator of their own (postgres and mongodb made the application user the
+//! superuser; mysql kept only a `root-password`); [`Layout`] tells them apart so their
+//! instances keep running exactly as they were set up.
+//!
 //! `Debug` is implemented by hand so a password can never reach a log line.
 
 use std::collections::BTreeMap;
@@ -14,6 +21,10 @@ use crate::engine::profile;
 pub const USERNAME_KEY: &str = "username";
 pub const PASSWORD_KEY: &str = "password";
 pub const DATABASE_KEY: &str = "database";
+pub const ADMIN_USERNAME_KEY: &str = "admin-username";
+pub const ADMIN_PASSWORD_KEY: &str = "admin-password";
+pub const REPLICATION_PASSWORD_KEY: &str = "replication-password";
+/// mysql's root password in Secrets made before the administrator keys existed.
 pub const ROOT_PASSWORD_KEY: &str = "root-password";
 
 /// The user and database every engine is initialised with.
@@ -28,7 +39,35 @@ pub struct Credentials {
     pub username: String,
     pub password: String,
     pub database: String,
-    pub root_password: Option<String>,
+    /// The administrator's name and password; `None` in a Secret made before the
+    /// administrator had its own (the application user was the superuser).
+    pub admin: Option<(String, String)>,
+    /// The password replicas log in to the primary with (their own user, with
+    /// replication rights only); `None` in a Secret made before replication existed.
+    pub replication_password: Option<String>,
+}
+
+/// How a credentials Secret is laid out, which decides how the instances get them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// `admin-username`/`admin-password` beside the application user.
+    SeparateAdmin,
+    /// A mysql Secret with only `root-password` beside the application user.
+    MysqlRootPassword,
+    /// postgres or mongodb with the application user as the superuser.
+    AppIsSuperuser,
+}
+
+impl Layout {
+    /// The layout of a Secret's data; a Database without one gets [`Layout::SeparateAdmin`].
+    pub fn of(data: Option<&BTreeMap<String, ByteString>>) -> Self {
+        match data {
+            None => Self::SeparateAdmin,
+            Some(data) if data.contains_key(ADMIN_PASSWORD_KEY) => Self::SeparateAdmin,
+            Some(data) if data.contains_key(ROOT_PASSWORD_KEY) => Self::MysqlRootPassword,
+            Some(_) => Self::AppIsSuperuser,
+        }
+    }
 }
 
 impl std::fmt::Debug for Credentials {
@@ -36,6 +75,7 @@ impl std::fmt::Debug for Credentials {
         f.debug_struct("Credentials")
             .field("username", &self.username)
             .field("database", &self.database)
+            .field("admin", &self.admin.as_ref().map(|(name, _)| name))
             .finish_non_exhaustive()
     }
 }
@@ -57,10 +97,8 @@ impl Credentials {
             username: DEFAULT_USER.to_owned(),
             password: random_password()?,
             database: DEFAULT_DATABASE.to_owned(),
-            root_password: match profile(engine).root_password_env {
-                Some(_) => Some(random_password()?),
-                None => None,
-            },
+            admin: Some((profile(engine).admin_user.to_owned(), random_password()?)),
+            replication_password: Some(random_password()?),
         })
     }
 
@@ -72,11 +110,17 @@ impl Credentials {
                 .filter(|v| !v.is_empty())
                 .ok_or(MissingKey(key))
         };
+        let admin = match (get(ADMIN_USERNAME_KEY), get(ADMIN_PASSWORD_KEY)) {
+            (Ok(name), Ok(password)) => Some((name, password)),
+            (Err(_), Err(_)) => get(ROOT_PASSWORD_KEY).ok().map(|p| ("root".to_owned(), p)),
+            (Err(missing), Ok(_)) | (Ok(_), Err(missing)) => return Err(missing),
+        };
         Ok(Self {
             username: get(USERNAME_KEY)?,
             password: get(PASSWORD_KEY)?,
             database: get(DATABASE_KEY)?,
-            root_password: get(ROOT_PASSWORD_KEY).ok(),
+            admin,
+            replication_password: get(REPLICATION_PASSWORD_KEY).ok(),
         })
     }
 
@@ -87,8 +131,12 @@ impl Credentials {
             (PASSWORD_KEY.to_owned(), bytes(&self.password)),
             (DATABASE_KEY.to_owned(), bytes(&self.database)),
         ]);
-        if let Some(root) = &self.root_password {
-            data.insert(ROOT_PASSWORD_KEY.to_owned(), bytes(root));
+        if let Some((name, password)) = &self.admin {
+            data.insert(ADMIN_USERNAME_KEY.to_owned(), bytes(name));
+            data.insert(ADMIN_PASSWORD_KEY.to_owned(), bytes(password));
+        }
+        if let Some(password) = &self.replication_password {
+            data.insert(REPLICATION_PASSWORD_KEY.to_owned(), bytes(password));
         }
         data
     }
@@ -126,14 +174,37 @@ mod tests {
         assert_eq!(a.password.len(), PASSWORD_LENGTH);
         assert!(a.password.chars().all(|c| c.is_ascii_alphanumeric()));
         assert_ne!(a.password, b.password);
-        assert_eq!(a.root_password, None);
     }
 
     #[test]
-    fn mysql_also_gets_a_separate_root_password() {
-        let creds = Credentials::generate(Engine::Mysql).expect("random");
-        let root = creds.root_password.clone().expect("root password");
-        assert_ne!(root, creds.password);
+    fn every_engine_gets_an_administrator_of_its_own() {
+        for (engine, admin) in [
+            (Engine::Postgres, "postgres"),
+            (Engine::Mysql, "root"),
+            (Engine::Mongodb, "root"),
+        ] {
+            let creds = Credentials::generate(engine).expect("random");
+            let (name, password) = creds.admin.clone().expect("administrator");
+            assert_eq!(name, admin);
+            assert_ne!(password, creds.password);
+            assert_ne!(name, creds.username);
+            assert_eq!(Layout::of(Some(&creds.to_data())), Layout::SeparateAdmin);
+        }
+    }
+
+    #[test]
+    fn secrets_from_earlier_versions_keep_their_layout() {
+        let mut legacy_mysql = BTreeMap::from([
+            (USERNAME_KEY.to_owned(), bytes("app")),
+            (PASSWORD_KEY.to_owned(), bytes("p")),
+            (DATABASE_KEY.to_owned(), bytes("app")),
+        ]);
+        assert_eq!(Layout::of(Some(&legacy_mysql)), Layout::AppIsSuperuser);
+        legacy_mysql.insert(ROOT_PASSWORD_KEY.to_owned(), bytes("r"));
+        assert_eq!(Layout::of(Some(&legacy_mysql)), Layout::MysqlRootPassword);
+        let creds = Credentials::from_data(&legacy_mysql).expect("complete");
+        assert_eq!(creds.admin, Some(("root".to_owned(), "r".to_owned())));
+        assert_eq!(Layout::of(None), Layout::SeparateAdmin);
     }
 
     #[test]
@@ -164,9 +235,7 @@ mod tests {
         let creds = Credentials::generate(Engine::Mysql).expect("random");
         let shown = format!("{creds:?}");
         assert!(!shown.contains(&creds.password), "{shown}");
-        assert!(
-            !shown.contains(creds.root_password.as_deref().unwrap_or("-")),
-            "{shown}"
-        );
+        let (_, admin_password) = creds.admin.clone().expect("administrator");
+        assert!(!shown.contains(&admin_password), "{shown}");
     }
 }

@@ -63,6 +63,37 @@ pub fn credentials_secret_name(db: &Database) -> String {
     format!("{}-credentials", db.name_any())
 }
 
+/// The Pod label the controller sets to an instance's role: [`PRIMARY`] or [`REPLICA`].
+/// The `-rw` and `-ro` Services select on it.
+pub const ROLE_LABEL: &str = "mycompany.io/role";
+pub const PRIMARY: &str = "primary";
+pub const REPLICA: &str = "replica";
+
+/// Name of the Service that selects the primary.
+pub fn rw_service_name(db: &Database) -> String {
+    format!("{}-rw", db.name_any())
+}
+
+/// Name of the Service that selects the replicas.
+pub fn ro_service_name(db: &Database) -> String {
+    format!("{}-ro", db.name_any())
+}
+
+/// Name of the ConfigMap that records which instance is the primary.
+pub fn topology_configmap_name(db: &Database) -> String {
+    format!("{}-topology", db.name_any())
+}
+
+/// The name of instance `ordinal`'s Pod.
+pub fn pod_name(db: &Database, ordinal: i32) -> String {
+    format!("{}-{ordinal}", db.name_any())
+}
+
+/// Name of the ConfigMap of initialisation scripts.
+pub fn init_configmap_name(db: &Database) -> String {
+    format!("{}-init", db.name_any())
+}
+
 /// Name of the Secret applications mount to connect.
 pub fn connection_secret_name(db: &Database) -> String {
     format!("{}-connection", db.name_any())

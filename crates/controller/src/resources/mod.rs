@@ -1,18 +1,35 @@
 //! Builders: pure functions from a Database to the objects it should own. Each returns
 //! the complete desired object; the apply step sends it with server-side apply.
 
+pub mod configmap;
 pub mod credentials;
+pub mod env;
 pub mod meta;
 pub mod pdb;
+pub mod replication_init;
 pub mod secret;
 pub mod service;
 pub mod statefulset;
 
 /// Settings that shape the desired objects but are not part of a Database.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct BuildConfig {
     /// Registry (and path) to pull engine images from instead of Docker Hub.
     pub image_registry: Option<String>,
+    /// The cluster's DNS domain, for the host names in connection Secrets and status.
+    pub cluster_domain: String,
+}
+
+/// The DNS domain of a cluster unless it was set up otherwise.
+pub const DEFAULT_CLUSTER_DOMAIN: &str = "cluster.local";
+
+impl Default for BuildConfig {
+    fn default() -> Self {
+        Self {
+            image_registry: None,
+            cluster_domain: DEFAULT_CLUSTER_DOMAIN.to_owned(),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -29,6 +46,7 @@ pub(crate) mod fixtures {
                 storage: "10Gi".to_owned(),
                 replicas,
                 deletion_policy: DeletionPolicy::Retain,
+                replication: database_api::replication::Replication::default(),
             },
         );
         db.metadata.namespace = Some("shop".to_owned());

@@ -6,7 +6,9 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 
 use super::credentials::{Credentials, bytes};
-use super::meta::{connection_secret_name, credentials_secret_name, object_meta};
+use super::meta::{
+    connection_secret_name, credentials_secret_name, object_meta, ro_service_name, rw_service_name,
+};
 use crate::engine::profile;
 
 /// The credentials Secret holding `credentials`. It is created once and never applied
@@ -20,41 +22,63 @@ pub fn build_credentials_secret(db: &Database, credentials: &Credentials) -> Sec
     }
 }
 
-/// The in-cluster host name of a Database's Service.
-pub fn host(db: &Database) -> String {
+/// The in-cluster host name applications write through: the `-rw` Service, which
+/// selects exactly the primary. (The headless Service's own name would resolve to every
+/// instance, not-ready ones included.)
+pub fn host(db: &Database, cluster_domain: &str) -> String {
+    service_host(&rw_service_name(db), db, cluster_domain)
+}
+
+/// The host name that reaches the replicas, for reads that may lag.
+pub fn ro_host(db: &Database, cluster_domain: &str) -> String {
+    service_host(&ro_service_name(db), db, cluster_domain)
+}
+
+fn service_host(service: &str, db: &Database, cluster_domain: &str) -> String {
     format!(
-        "{}.{}.svc.cluster.local",
-        db.name_any(),
+        "{service}.{}.svc.{cluster_domain}",
         db.namespace().unwrap_or_default()
     )
 }
 
 /// `host:port`, as shown in `status.endpoint`.
-pub fn endpoint(db: &Database) -> String {
-    format!("{}:{}", host(db), profile(db.spec.engine).port)
+pub fn endpoint(db: &Database, cluster_domain: &str) -> String {
+    format!(
+        "{}:{}",
+        host(db, cluster_domain),
+        profile(db.spec.engine).port
+    )
 }
 
 /// The connection Secret: host, port, username, password, database and a URI.
-pub fn build_connection_secret(db: &Database, credentials: &Credentials) -> Secret {
+pub fn build_connection_secret(
+    db: &Database,
+    credentials: &Credentials,
+    cluster_domain: &str,
+) -> Secret {
     let engine = profile(db.spec.engine);
-    let host = host(db);
-    let uri = format!(
-        "{}://{}:{}@{}:{}/{}{}",
-        engine.scheme,
-        credentials.username,
-        credentials.password,
-        host,
-        engine.port,
-        credentials.database,
-        engine.uri_query
-    );
+    let uri = |host: &str| {
+        format!(
+            "{}://{}:{}@{}:{}/{}{}",
+            engine.scheme,
+            credentials.username,
+            credentials.password,
+            host,
+            engine.port,
+            credentials.database,
+            engine.uri_query
+        )
+    };
+    let (host, ro_host) = (host(db, cluster_domain), ro_host(db, cluster_domain));
     let data = [
         ("host", host.clone()),
         ("port", engine.port.to_string()),
         ("username", credentials.username.clone()),
         ("password", credentials.password.clone()),
         ("database", credentials.database.clone()),
-        ("uri", uri),
+        ("uri", uri(&host)),
+        ("ro-host", ro_host.clone()),
+        ("ro-uri", uri(&ro_host)),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), bytes(&v)))
@@ -83,33 +107,37 @@ mod tests {
             username: "app".into(),
             password: "s3cret".into(),
             database: "app".into(),
-            root_password: None,
+            admin: None,
+            replication_password: None,
         }
     }
 
     #[test]
     fn connection_secret_has_everything_an_application_needs() {
         let db = database(Engine::Postgres, "16.4", 1);
-        let secret = build_connection_secret(&db, &credentials());
+        let secret = build_connection_secret(&db, &credentials(), "cluster.local");
         assert_eq!(secret.metadata.name.as_deref(), Some("orders-connection"));
-        assert_eq!(text(&secret, "host"), "orders.shop.svc.cluster.local");
+        assert_eq!(text(&secret, "host"), "orders-rw.shop.svc.cluster.local");
         assert_eq!(text(&secret, "port"), "5432");
         assert_eq!(text(&secret, "username"), "app");
         assert_eq!(text(&secret, "password"), "s3cret");
         assert_eq!(text(&secret, "database"), "app");
         assert_eq!(
             text(&secret, "uri"),
-            "postgresql://app:s3cret@orders.shop.svc.cluster.local:5432/app"
+            "postgresql://app:s3cret@orders-rw.shop.svc.cluster.local:5432/app"
         );
     }
 
     #[test]
     fn mongodb_uri_authenticates_against_admin() {
         let db = database(Engine::Mongodb, "7.0", 1);
-        let uri = text(&build_connection_secret(&db, &credentials()), "uri");
+        let uri = text(
+            &build_connection_secret(&db, &credentials(), "cluster.local"),
+            "uri",
+        );
         assert_eq!(
             uri,
-            "mongodb://app:s3cret@orders.shop.svc.cluster.local:27017/app?authSource=admin"
+            "mongodb://app:s3cret@orders-rw.shop.svc.cluster.local:27017/app?authSource=admin"
         );
     }
 
@@ -123,10 +151,32 @@ mod tests {
     }
 
     #[test]
-    fn endpoint_is_the_service_host_and_engine_port() {
+    fn endpoint_is_the_primary_service_in_the_configured_domain_and_the_engine_port() {
         assert_eq!(
-            endpoint(&database(Engine::Mysql, "8.4", 1)),
-            "orders.shop.svc.cluster.local:3306"
+            endpoint(&database(Engine::Mysql, "8.4", 3), "cluster.local"),
+            "orders-rw.shop.svc.cluster.local:3306"
         );
+        assert_eq!(
+            endpoint(&database(Engine::Mysql, "8.4", 1), "corp.example"),
+            "orders-rw.shop.svc.corp.example:3306"
+        );
+    }
+
+    #[test]
+    fn the_connection_secret_names_the_application_user_never_the_administrator() {
+        let db = database(Engine::Postgres, "17", 1);
+        let credentials = Credentials {
+            admin: Some(("postgres".into(), "admin-secret".into())),
+            ..credentials()
+        };
+        let secret = build_connection_secret(&db, &credentials, "cluster.local");
+        let all: String = secret
+            .data
+            .expect("data")
+            .values()
+            .map(|v| String::from_utf8_lossy(&v.0).into_owned())
+            .collect();
+        assert!(!all.contains("admin-secret"), "{all}");
+        assert!(!all.contains("postgres:"), "{all}");
     }
 }

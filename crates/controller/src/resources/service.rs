@@ -1,15 +1,17 @@
-//! The headless Service that gives each instance a stable DNS name.
+//! The Services: the headless one that gives each instance a stable DNS name, `-rw`
+//! that selects the primary, and `-ro` that selects the replicas.
 
 use database_api::Database;
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
 
-use super::meta::{object_meta, selector_labels};
+use super::meta::{
+    PRIMARY, ROLE_LABEL, object_meta, ro_service_name, rw_service_name, selector_labels,
+};
 use crate::engine::profile;
 
 pub fn build_service(db: &Database) -> Service {
-    let engine = profile(db.spec.engine);
     Service {
         metadata: object_meta(db, db.name_any()),
         spec: Some(ServiceSpec {
@@ -17,23 +19,50 @@ pub fn build_service(db: &Database) -> Service {
             // Peers must find each other before they are ready (replication, init).
             publish_not_ready_addresses: Some(true),
             selector: Some(selector_labels(db)),
-            ports: Some(vec![ServicePort {
-                name: Some(engine.port_name.to_owned()),
-                port: engine.port,
-                target_port: Some(IntOrString::String(engine.port_name.to_owned())),
-                protocol: Some("TCP".to_owned()),
-                ..ServicePort::default()
-            }]),
+            ports: Some(ports(db)),
             ..ServiceSpec::default()
         }),
         ..Service::default()
     }
 }
 
+/// The Service of one role: `-rw` for the primary, `-ro` for the replicas. Only ready
+/// instances that carry the role label the controller sets are selected.
+pub fn build_role_service(db: &Database, role: &str) -> Service {
+    let name = if role == PRIMARY {
+        rw_service_name(db)
+    } else {
+        ro_service_name(db)
+    };
+    let mut selector = selector_labels(db);
+    selector.insert(ROLE_LABEL.to_owned(), role.to_owned());
+    Service {
+        metadata: object_meta(db, name),
+        spec: Some(ServiceSpec {
+            selector: Some(selector),
+            ports: Some(ports(db)),
+            ..ServiceSpec::default()
+        }),
+        ..Service::default()
+    }
+}
+
+fn ports(db: &Database) -> Vec<ServicePort> {
+    let engine = profile(db.spec.engine);
+    vec![ServicePort {
+        name: Some(engine.port_name.to_owned()),
+        port: engine.port,
+        target_port: Some(IntOrString::String(engine.port_name.to_owned())),
+        protocol: Some("TCP".to_owned()),
+        ..ServicePort::default()
+    }]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::resources::fixtures::database;
+    use crate::resources::meta::REPLICA;
     use database_api::Engine;
 
     #[test]
@@ -48,5 +77,23 @@ mod tests {
             spec.selector.expect("selector")["app.kubernetes.io/instance"],
             "orders"
         );
+    }
+
+    #[test]
+    fn the_role_services_select_ready_instances_of_one_role() {
+        let db = database(Engine::Postgres, "17", 3);
+        for (role, name) in [(PRIMARY, "orders-rw"), (REPLICA, "orders-ro")] {
+            let service = build_role_service(&db, role);
+            assert_eq!(service.metadata.name.as_deref(), Some(name));
+            let spec = service.spec.expect("spec");
+            assert_eq!(spec.cluster_ip, None, "a virtual IP, not headless");
+            assert_eq!(
+                spec.publish_not_ready_addresses, None,
+                "ready instances only"
+            );
+            let selector = spec.selector.expect("selector");
+            assert_eq!(selector[ROLE_LABEL], role);
+            assert_eq!(selector["app.kubernetes.io/instance"], "orders");
+        }
     }
 }

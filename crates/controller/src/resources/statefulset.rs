@@ -2,15 +2,16 @@
 
 use std::collections::BTreeMap;
 
+use database_api::constants::{MYSQL_DATADIR_ANNOTATION, MYSQL_DATADIR_VOLUME_ROOT};
 use database_api::{Database, DeletionPolicy};
 use k8s_openapi::api::apps::v1::{
     StatefulSet, StatefulSetPersistentVolumeClaimRetentionPolicy, StatefulSetSpec,
 };
 use k8s_openapi::api::core::v1::{
-    Affinity, Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource,
-    ExecAction, PersistentVolumeClaim, PersistentVolumeClaimSpec, PodAffinityTerm, PodAntiAffinity,
-    PodSecurityContext, PodSpec, PodTemplateSpec, Probe, ResourceRequirements, SeccompProfile,
-    SecretKeySelector, SecurityContext, TCPSocketAction, Volume, VolumeMount,
+    Affinity, Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource,
+    EnvVar, ExecAction, KeyToPath, PersistentVolumeClaim, PersistentVolumeClaimSpec,
+    PodAffinityTerm, PodAntiAffinity, PodSecurityContext, PodSpec, PodTemplateSpec, Probe,
+    ResourceRequirements, SeccompProfile, SecurityContext, TCPSocketAction, Volume, VolumeMount,
     VolumeResourceRequirements, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -19,12 +20,16 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
 
 use super::BuildConfig;
-use super::credentials::{DATABASE_KEY, PASSWORD_KEY, ROOT_PASSWORD_KEY, USERNAME_KEY};
-use super::meta::{credentials_secret_name, labels, object_meta, selector_labels};
-use crate::engine::{EngineProfile, data_layout, image, profile};
+use super::credentials::Layout;
+use super::env::credential_env;
+use super::meta::{init_configmap_name, labels, object_meta, selector_labels};
+use super::replication_init;
+use crate::engine::{EngineProfile, INIT_SCRIPTS_DIR, data_layout, image, profile};
 
 /// Name of the volumeClaimTemplate; claims are `data-<name>-<ordinal>`.
 pub const DATA_VOLUME: &str = "data";
+/// Name of the volume of initialisation scripts.
+const INIT_SCRIPTS_VOLUME: &str = "init-scripts";
 /// Name of the database container.
 pub const CONTAINER: &str = "database";
 
@@ -35,6 +40,7 @@ pub fn build_statefulset(
     db: &Database,
     config: &BuildConfig,
     template_storage: &str,
+    credentials: Layout,
 ) -> StatefulSet {
     let engine = profile(db.spec.engine);
     StatefulSet {
@@ -49,8 +55,7 @@ pub fn build_statefulset(
             persistent_volume_claim_retention_policy: Some(
                 StatefulSetPersistentVolumeClaimRetentionPolicy {
                     when_deleted: Some(retention(db.spec.deletion_policy)),
-                    // Scaling down never loses data; scaling back up reuses the claim.
-                    when_scaled: Some("Retain".to_owned()),
+                    when_scaled: Some(when_scaled(db, credentials).to_owned()),
                 },
             ),
             template: PodTemplateSpec {
@@ -58,7 +63,7 @@ pub fn build_statefulset(
                     labels: Some(labels(db)),
                     ..ObjectMeta::default()
                 }),
-                spec: Some(pod_spec(db, engine, config)),
+                spec: Some(pod_spec(db, engine, config, credentials)),
             },
             volume_claim_templates: Some(vec![PersistentVolumeClaim {
                 metadata: ObjectMeta {
@@ -85,6 +90,19 @@ pub fn build_statefulset(
     }
 }
 
+/// What happens to the claim of an instance scaled away. Where the operator runs
+/// replication only replicas are ever scaled away (the primary moves first), their data
+/// is the primary's, and a stale copy could not catch up later: the claim goes, and an
+/// instance added again starts from a fresh clone. Independent instances keep theirs.
+fn when_scaled(db: &Database, credentials: Layout) -> &'static str {
+    if credentials == Layout::SeparateAdmin && profile(db.spec.engine).replication_script.is_some()
+    {
+        "Delete"
+    } else {
+        "Retain"
+    }
+}
+
 fn retention(policy: DeletionPolicy) -> String {
     match policy {
         DeletionPolicy::Retain => "Retain",
@@ -93,7 +111,12 @@ fn retention(policy: DeletionPolicy) -> String {
     .to_owned()
 }
 
-fn pod_spec(db: &Database, engine: &EngineProfile, config: &BuildConfig) -> PodSpec {
+fn pod_spec(
+    db: &Database,
+    engine: &EngineProfile,
+    config: &BuildConfig,
+    credentials: Layout,
+) -> PodSpec {
     let layout = data_layout(db.spec.engine, &db.spec.version);
     let mut mounts = vec![VolumeMount {
         name: DATA_VOLUME.to_owned(),
@@ -114,7 +137,39 @@ fn pod_spec(db: &Database, engine: &EngineProfile, config: &BuildConfig) -> PodS
             ..Volume::default()
         });
     }
-    let mut env = credential_env(db, engine);
+    // Scripts run only on an empty data directory, which a Secret of an earlier layout
+    // never meets.
+    if let (Layout::SeparateAdmin, Some((file, _))) = (credentials, engine.app_user_script) {
+        mounts.push(VolumeMount {
+            name: INIT_SCRIPTS_VOLUME.to_owned(),
+            mount_path: INIT_SCRIPTS_DIR.to_owned(),
+            read_only: Some(true),
+            ..VolumeMount::default()
+        });
+        volumes.push(Volume {
+            name: INIT_SCRIPTS_VOLUME.to_owned(),
+            config_map: Some(ConfigMapVolumeSource {
+                name: init_configmap_name(db),
+                items: Some(vec![KeyToPath {
+                    key: file.to_owned(),
+                    path: file.to_owned(),
+                    ..KeyToPath::default()
+                }]),
+                ..ConfigMapVolumeSource::default()
+            }),
+            ..Volume::default()
+        });
+    }
+    let replicated = credentials == Layout::SeparateAdmin && engine.replication_script.is_some();
+    if replicated {
+        volumes.extend(replication_init::volumes(db));
+    }
+    let mut env = credential_env(db, engine, credentials);
+    let args = if keeps_mysql_data_at_volume_root(db) {
+        Vec::new()
+    } else {
+        layout.args.iter().map(|a| (*a).to_owned()).collect()
+    };
     if let Some((name, value)) = layout.env {
         env.push(EnvVar {
             name: name.to_owned(),
@@ -122,6 +177,10 @@ fn pod_spec(db: &Database, engine: &EngineProfile, config: &BuildConfig) -> PodS
             ..EnvVar::default()
         });
     }
+    let database = Container {
+        args: (!args.is_empty()).then_some(args),
+        ..container(db, engine, config, env, mounts)
+    };
     PodSpec {
         automount_service_account_token: Some(false),
         enable_service_links: Some(false),
@@ -139,8 +198,9 @@ fn pod_spec(db: &Database, engine: &EngineProfile, config: &BuildConfig) -> PodS
             }),
             ..PodSecurityContext::default()
         }),
-        affinity: spread_across_nodes(db),
-        containers: vec![container(db, engine, config, env, mounts)],
+        affinity: Some(spread_across_nodes(db)),
+        init_containers: replicated.then(|| vec![replication_init::container(db, &database)]),
+        containers: vec![database],
         volumes: Some(volumes),
         ..PodSpec::default()
     }
@@ -240,36 +300,20 @@ fn container(
     }
 }
 
-/// The engine's credential variables, each read from the credentials Secret.
-fn credential_env(db: &Database, engine: &EngineProfile) -> Vec<EnvVar> {
-    let secret = credentials_secret_name(db);
-    let from_secret = |name: &str, key: &str| EnvVar {
-        name: name.to_owned(),
-        value_from: Some(EnvVarSource {
-            secret_key_ref: Some(SecretKeySelector {
-                name: secret.clone(),
-                key: key.to_owned(),
-                optional: Some(false),
-            }),
-            ..EnvVarSource::default()
-        }),
-        ..EnvVar::default()
-    };
-    let mut env = vec![
-        from_secret(engine.user_env, USERNAME_KEY),
-        from_secret(engine.password_env, PASSWORD_KEY),
-        from_secret(engine.database_env, DATABASE_KEY),
-    ];
-    if let Some(root) = engine.root_password_env {
-        env.push(from_secret(root, ROOT_PASSWORD_KEY));
-    }
-    env
+/// Whether `db` is a mysql Database whose data was initialised at the volume's root
+/// (before the data moved into a subfolder); it stays there.
+fn keeps_mysql_data_at_volume_root(db: &Database) -> bool {
+    db.annotations()
+        .get(MYSQL_DATADIR_ANNOTATION)
+        .is_some_and(|v| v == MYSQL_DATADIR_VOLUME_ROOT)
 }
 
 /// Soft anti-affinity: instances prefer different nodes, but still schedule when there
-/// are fewer nodes than instances.
-fn spread_across_nodes(db: &Database) -> Option<Affinity> {
-    (db.spec.replicas > 1).then(|| Affinity {
+/// are fewer nodes than instances. It is there whatever the replica count, so scaling
+/// between one instance and more never changes the Pod template (which would restart
+/// the primary).
+fn spread_across_nodes(db: &Database) -> Affinity {
+    Affinity {
         pod_anti_affinity: Some(PodAntiAffinity {
             preferred_during_scheduling_ignored_during_execution: Some(vec![
                 WeightedPodAffinityTerm {
@@ -287,7 +331,7 @@ fn spread_across_nodes(db: &Database) -> Option<Affinity> {
             ..PodAntiAffinity::default()
         }),
         ..Affinity::default()
-    })
+    }
 }
 
 #[cfg(test)]
@@ -331,6 +375,7 @@ mod tests {
             &database(Engine::Postgres, "16.4", 1),
             &BuildConfig::default(),
             "10Gi",
+            Layout::SeparateAdmin,
         );
         assert_eq!(container(&set).image.as_deref(), Some("postgres:16.4"));
         assert_eq!(
@@ -349,6 +394,7 @@ mod tests {
             &database(Engine::Postgres, "18.1", 1),
             &BuildConfig::default(),
             "10Gi",
+            Layout::SeparateAdmin,
         );
         assert_eq!(
             mount_path(&set, DATA_VOLUME).as_deref(),
@@ -363,12 +409,13 @@ mod tests {
             &database(Engine::Mysql, "8.4", 1),
             &BuildConfig::default(),
             "10Gi",
+            Layout::SeparateAdmin,
         );
         for (name, key) in [
             ("MYSQL_USER", "username"),
             ("MYSQL_PASSWORD", "password"),
             ("MYSQL_DATABASE", "database"),
-            ("MYSQL_ROOT_PASSWORD", "root-password"),
+            ("MYSQL_ROOT_PASSWORD", "admin-password"),
         ] {
             let var = env(&set, name).unwrap_or_else(|| panic!("{name} missing"));
             let selector = var
@@ -384,11 +431,60 @@ mod tests {
     }
 
     #[test]
+    fn mysql_keeps_its_data_in_a_subfolder_unless_it_already_lives_at_the_volume_root() {
+        let mut db = database(Engine::Mysql, "9.7", 1);
+        let args = |db: &Database| {
+            container(&build_statefulset(
+                db,
+                &BuildConfig::default(),
+                "10Gi",
+                Layout::SeparateAdmin,
+            ))
+            .args
+            .clone()
+        };
+        assert_eq!(
+            args(&db),
+            Some(vec!["--datadir=/var/lib/mysql/data".to_owned()])
+        );
+        db.annotations_mut().insert(
+            MYSQL_DATADIR_ANNOTATION.to_owned(),
+            MYSQL_DATADIR_VOLUME_ROOT.to_owned(),
+        );
+        assert_eq!(args(&db), None);
+        assert_eq!(args(&database(Engine::Postgres, "17", 1)), None);
+    }
+
+    #[test]
+    fn the_application_user_script_is_mounted_only_where_it_can_still_run() {
+        let has_scripts = |engine: Engine, layout: Layout| {
+            let set = build_statefulset(
+                &database(engine, "17", 1),
+                &BuildConfig::default(),
+                "10Gi",
+                layout,
+            );
+            mount_path(&set, INIT_SCRIPTS_VOLUME).is_some()
+        };
+        assert!(has_scripts(Engine::Postgres, Layout::SeparateAdmin));
+        assert!(has_scripts(Engine::Mongodb, Layout::SeparateAdmin));
+        assert!(
+            !has_scripts(Engine::Mysql, Layout::SeparateAdmin),
+            "mysql's image makes a plain user"
+        );
+        assert!(
+            !has_scripts(Engine::Postgres, Layout::AppIsSuperuser),
+            "set up by an earlier version"
+        );
+    }
+
+    #[test]
     fn volume_claim_template_is_sized_from_the_given_storage() {
         let set = build_statefulset(
             &database(Engine::Mongodb, "7.0", 1),
             &BuildConfig::default(),
             "25Gi",
+            Layout::SeparateAdmin,
         );
         let template = &set
             .spec
@@ -411,6 +507,7 @@ mod tests {
             &database(Engine::Postgres, "16.4", 1),
             &BuildConfig::default(),
             "10Gi",
+            Layout::SeparateAdmin,
         );
         let pod = set
             .spec
@@ -443,7 +540,7 @@ mod tests {
     fn the_deletion_policy_sets_the_claim_retention_policy() {
         let mut db = database(Engine::Postgres, "16.4", 1);
         let policy = |db: &Database| {
-            build_statefulset(db, &BuildConfig::default(), "10Gi")
+            build_statefulset(db, &BuildConfig::default(), "10Gi", Layout::SeparateAdmin)
                 .spec
                 .and_then(|s| s.persistent_volume_claim_retention_policy)
                 .expect("policy")
@@ -451,41 +548,44 @@ mod tests {
         assert_eq!(policy(&db).when_deleted.as_deref(), Some("Retain"));
         db.spec.deletion_policy = DeletionPolicy::Delete;
         assert_eq!(policy(&db).when_deleted.as_deref(), Some("Delete"));
-        assert_eq!(policy(&db).when_scaled.as_deref(), Some("Retain"));
+        assert_eq!(
+            policy(&db).when_scaled.as_deref(),
+            Some("Delete"),
+            "a replicated postgres scales away replicas only"
+        );
+        let independent = database(Engine::Mysql, "9.7", 3);
+        assert_eq!(policy(&independent).when_scaled.as_deref(), Some("Retain"));
     }
 
     #[test]
-    fn anti_affinity_appears_only_with_several_replicas() {
-        let single = build_statefulset(
-            &database(Engine::Mysql, "8.4", 1),
-            &BuildConfig::default(),
-            "10Gi",
-        );
-        assert!(
-            single
-                .spec
-                .and_then(|s| s.template.spec)
-                .and_then(|p| p.affinity)
-                .is_none()
-        );
-        let three = build_statefulset(
-            &database(Engine::Mysql, "8.4", 3),
-            &BuildConfig::default(),
-            "10Gi",
-        );
-        let spec = three.spec.expect("spec");
-        assert_eq!(spec.replicas, Some(3));
-        let affinity = spec
-            .template
+    fn soft_anti_affinity_is_the_same_whatever_the_replica_count() {
+        let affinity = |replicas: i32| {
+            build_statefulset(
+                &database(Engine::Mysql, "8.4", replicas),
+                &BuildConfig::default(),
+                "10Gi",
+                Layout::SeparateAdmin,
+            )
             .spec
+            .and_then(|s| s.template.spec)
             .and_then(|p| p.affinity)
+        };
+        assert_eq!(
+            affinity(1),
+            affinity(3),
+            "scaling must not change the Pod template"
+        );
+        let anti = affinity(3)
             .and_then(|a| a.pod_anti_affinity)
             .expect("anti-affinity");
         assert!(
-            affinity
-                .required_during_scheduling_ignored_during_execution
+            anti.required_during_scheduling_ignored_during_execution
                 .is_none(),
             "must stay soft"
+        );
+        assert!(
+            anti.preferred_during_scheduling_ignored_during_execution
+                .is_some()
         );
     }
 
@@ -493,8 +593,14 @@ mod tests {
     fn a_mirror_registry_is_used_for_the_image() {
         let config = BuildConfig {
             image_registry: Some("mirror.local/library".into()),
+            ..BuildConfig::default()
         };
-        let set = build_statefulset(&database(Engine::Mongodb, "7.0", 1), &config, "10Gi");
+        let set = build_statefulset(
+            &database(Engine::Mongodb, "7.0", 1),
+            &config,
+            "10Gi",
+            Layout::SeparateAdmin,
+        );
         assert_eq!(
             container(&set).image.as_deref(),
             Some("mirror.local/library/mongo:7.0")

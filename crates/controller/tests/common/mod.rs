@@ -18,6 +18,8 @@ use kube::{Client, CustomResourceExt};
 use serde_json::{Value, json};
 use testenv::{ControlPlane, Options};
 
+pub mod real;
+
 pub const NAMESPACE: &str = "shop";
 /// The user the controller runs as, so the audit log can tell its writes apart.
 pub const CONTROLLER_USER: &str = "database-controller";
@@ -109,6 +111,13 @@ impl Env {
             stop: Some(stop),
             task,
         });
+    }
+
+    /// Ends the controller at once, as SIGKILL would: nothing it had in flight finishes.
+    pub fn kill_controller(&mut self) {
+        if let Some(running) = self.controller.take() {
+            running.task.abort();
+        }
     }
 
     /// Stops the controller gracefully and waits for it.

@@ -1,11 +1,13 @@
-//! `webhook certs bootstrap`: make sure the serving Secret exists and is valid, and that
-//! both webhook configurations trust its CA.
+//! `webhook certs bootstrap`: one run against the API server. It reads both webhook
+//! configurations and the Secret, decides with [`plan`](super::plan()), writes the
+//! Secret when something changed, then writes the CAs to trust into every webhook's
+//! caBundle where they differ. Run on a schedule (deploy/webhook's CronJob) it renews
+//! and rotates; in a steady state it writes nothing.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
@@ -14,8 +16,12 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
+use time::OffsetDateTime;
 
-use super::{Bundle, check, issue, service_dns_names};
+use super::plan::{Step, plan};
+use super::state::State;
+use super::verify::ders;
+use super::{IssueError, Renewal, service_dns_names};
 
 /// Field manager of the webhook's own writes.
 const FIELD_MANAGER: &str = "database-webhook";
@@ -30,26 +36,31 @@ pub struct BootstrapOptions {
     pub mutating_config: String,
 }
 
-/// What bootstrap did with the Secret.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
-    /// No Secret existed; a new CA and certificate were stored.
-    Created,
-    /// The Secret existed but could not be kept (wrong names, expiring, malformed).
-    Replaced,
-    /// The Secret was valid and kept as it is.
-    Reused,
+/// What a run did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    /// What changed in the Secret; empty when it was kept as it was.
+    pub steps: Vec<Step>,
+    /// How many of the two webhook configurations had their caBundle written.
+    pub configurations_written: usize,
 }
 
 /// Why bootstrap failed.
 #[derive(Debug, thiserror::Error)]
 pub enum BootstrapError {
     #[error("issuing certificates: {0}")]
-    Issue(#[from] rcgen::Error),
+    Issue(#[from] IssueError),
     #[error("reading Secret {0}: {1}")]
     ReadSecret(String, #[source] kube::Error),
     #[error("writing Secret {0}: {1}")]
     WriteSecret(String, #[source] kube::Error),
+    #[error("reading {kind} {name}: {source}")]
+    ReadConfig {
+        kind: &'static str,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
     #[error("writing caBundle into {kind} {name}: {source}")]
     PatchConfig {
         kind: &'static str,
@@ -59,126 +70,229 @@ pub enum BootstrapError {
     },
 }
 
-/// Ensures the Secret holds a valid CA and serving certificate for the Service (reusing
-/// it when it does, so repeated runs do not rotate anything), then writes the CA into
-/// every webhook of both configurations.
+/// [`bootstrap_with`] the default validity periods and thresholds.
 pub async fn bootstrap(
     client: &Client,
     options: &BootstrapOptions,
 ) -> Result<Outcome, BootstrapError> {
+    bootstrap_with(client, options, &Renewal::default()).await
+}
+
+/// Makes the Secret hold a CA and a serving certificate for the Service that are not
+/// due for renewal (taking the next step of a CA rotation when one is under way), and
+/// makes every webhook of both configurations trust exactly the CAs the Secret needs.
+pub async fn bootstrap_with(
+    client: &Client,
+    options: &BootstrapOptions,
+    renewal: &Renewal,
+) -> Result<Outcome, BootstrapError> {
+    // The configurations are read before the Secret: a run that read an older Secret
+    // than another run wrote then holds older configurations too, and its guarded
+    // patch is refused instead of undoing the other run's caBundle.
+    let validating =
+        Config::read::<ValidatingWebhookConfiguration>(client, &options.validating_config).await?;
+    let mutating =
+        Config::read::<MutatingWebhookConfiguration>(client, &options.mutating_config).await?;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &options.namespace);
-    let names = service_dns_names(&options.service, &options.namespace);
     let existing = secrets
         .get_opt(&options.secret)
         .await
         .map_err(|err| BootstrapError::ReadSecret(options.secret.clone(), err))?;
-    let (bundle, outcome) = match existing.as_ref().map(|secret| (secret, bundle_of(secret))) {
-        Some((_, Some(bundle))) if check(&bundle, &names).is_ok() => (bundle, Outcome::Reused),
-        Some((secret, _)) => {
-            let bundle = issue(&names)?;
-            let mut replacement = secret_for(options, &bundle);
-            // Replace only the version that was judged, so a concurrent writer is not
-            // overwritten unseen.
-            replacement
-                .metadata
-                .resource_version
-                .clone_from(&secret.metadata.resource_version);
-            secrets
-                .replace(&options.secret, &PostParams::default(), &replacement)
-                .await
-                .map_err(|err| BootstrapError::WriteSecret(options.secret.clone(), err))?;
-            (bundle, Outcome::Replaced)
-        }
-        None => {
-            let bundle = issue(&names)?;
-            secrets
-                .create(&PostParams::default(), &secret_for(options, &bundle))
-                .await
-                .map_err(|err| BootstrapError::WriteSecret(options.secret.clone(), err))?;
-            (bundle, Outcome::Created)
-        }
-    };
-    tracing::info!(secret = %options.secret, ?outcome, "serving certificate ready");
-    let ca_bundle = STANDARD.encode(&bundle.ca_pem);
-    inject::<ValidatingWebhookConfiguration>(client, &options.validating_config, &ca_bundle)
-        .await?;
-    inject::<MutatingWebhookConfiguration>(client, &options.mutating_config, &ca_bundle).await?;
-    Ok(outcome)
-}
 
-fn bundle_of(secret: &Secret) -> Option<Bundle> {
-    let data = secret.data.as_ref()?;
-    let text = |key: &str| String::from_utf8(data.get(key)?.0.clone()).ok();
-    Some(Bundle {
-        ca_pem: text("ca.crt")?,
-        cert_pem: text("tls.crt")?,
-        key_pem: text("tls.key")?,
+    let now = OffsetDateTime::now_utc();
+    let trusted: Vec<Vec<Vec<u8>>> = validating.trusted().chain(mutating.trusted()).collect();
+    let names = service_dns_names(&options.service, &options.namespace);
+    let stored = existing
+        .as_ref()
+        .and_then(|secret| State::from_secret(secret, now));
+    let plan = plan(stored, &trusted, &names, renewal, now)?;
+    for step in &plan.steps {
+        tracing::info!(secret = %options.secret, %step, "certificates");
+    }
+    if !plan.steps.is_empty() {
+        write_secret(&secrets, options, existing, &plan.state).await?;
+    }
+    let bundle = plan.state.trust_bundle();
+    let written = usize::from(
+        validating
+            .write::<ValidatingWebhookConfiguration>(client, &bundle)
+            .await?,
+    ) + usize::from(
+        mutating
+            .write::<MutatingWebhookConfiguration>(client, &bundle)
+            .await?,
+    );
+    Ok(Outcome {
+        steps: plan.steps,
+        configurations_written: written,
     })
 }
 
-fn secret_for(options: &BootstrapOptions, bundle: &Bundle) -> Secret {
-    let bytes = |pem: &str| ByteString(pem.as_bytes().to_vec());
-    Secret {
+/// Creates the Secret, or replaces the version that was read (so a concurrent writer
+/// is not overwritten unseen), keeping labels and annotations that are not ours.
+async fn write_secret(
+    secrets: &Api<Secret>,
+    options: &BootstrapOptions,
+    existing: Option<Secret>,
+    state: &State,
+) -> Result<(), BootstrapError> {
+    let creating = existing.is_none();
+    let mut secret = existing.unwrap_or_else(|| Secret {
         metadata: ObjectMeta {
             name: Some(options.secret.clone()),
             namespace: Some(options.namespace.clone()),
-            labels: Some(BTreeMap::from([(
-                database_api::constants::labels::MANAGED_BY.to_owned(),
-                FIELD_MANAGER.to_owned(),
-            )])),
             ..ObjectMeta::default()
         },
         type_: Some("kubernetes.io/tls".into()),
-        data: Some(BTreeMap::from([
-            ("ca.crt".to_owned(), bytes(&bundle.ca_pem)),
-            ("tls.crt".to_owned(), bytes(&bundle.cert_pem)),
-            ("tls.key".to_owned(), bytes(&bundle.key_pem)),
-        ])),
         ..Secret::default()
-    }
+    });
+    secret.metadata.managed_fields = None;
+    secret.data = Some(state.data());
+    secret.string_data = None;
+    state.annotate(
+        secret
+            .metadata
+            .annotations
+            .get_or_insert_with(BTreeMap::new),
+    );
+    secret
+        .metadata
+        .labels
+        .get_or_insert_with(BTreeMap::new)
+        .insert(
+            database_api::constants::labels::MANAGED_BY.to_owned(),
+            FIELD_MANAGER.to_owned(),
+        );
+    let params = PostParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PostParams::default()
+    };
+    let written = if creating {
+        secrets.create(&params, &secret).await
+    } else {
+        secrets.replace(&options.secret, &params, &secret).await
+    };
+    written
+        .map(|_| ())
+        .map_err(|err| BootstrapError::WriteSecret(options.secret.clone(), err))
 }
 
-/// Sets `clientConfig.caBundle` of every webhook in the configuration `name` with one
-/// JSON patch; each write is guarded by a `test` of the webhook's name, so a
-/// configuration whose webhooks were reordered meanwhile fails instead of being mixed up.
-async fn inject<K>(client: &Client, name: &str, ca_bundle: &str) -> Result<(), BootstrapError>
-where
+/// A webhook configuration as read: its version, and each webhook's name and caBundle.
+struct Config {
+    kind: &'static str,
+    name: String,
+    resource_version: Value,
+    webhooks: Vec<(Value, Vec<u8>)>,
+}
+
+trait WebhookConfiguration:
+    Resource<DynamicType = (), Scope = k8s_openapi::ClusterResourceScope>
+    + k8s_openapi::Resource
+    + Clone
+    + DeserializeOwned
+    + serde::Serialize
+    + std::fmt::Debug
+{
+}
+
+impl<K> WebhookConfiguration for K where
     K: Resource<DynamicType = (), Scope = k8s_openapi::ClusterResourceScope>
         + k8s_openapi::Resource
         + Clone
         + DeserializeOwned
         + serde::Serialize
-        + std::fmt::Debug,
+        + std::fmt::Debug
 {
-    let kind = <K as k8s_openapi::Resource>::KIND;
-    let fail = |source| BootstrapError::PatchConfig {
-        kind,
-        name: name.to_owned(),
-        source,
-    };
-    let api: Api<K> = Api::all(client.clone());
-    let current = serde_json::to_value(api.get(name).await.map_err(fail)?).unwrap_or(Value::Null);
-    let webhooks = current["webhooks"].as_array().cloned().unwrap_or_default();
-    let mut ops = Vec::new();
-    for (index, webhook) in webhooks.iter().enumerate() {
-        ops.push(json!({"op": "test", "path": format!("/webhooks/{index}/name"), "value": webhook["name"]}));
-        ops.push(json!({"op": "add", "path": format!("/webhooks/{index}/clientConfig/caBundle"), "value": ca_bundle}));
+}
+
+impl Config {
+    async fn read<K: WebhookConfiguration>(
+        client: &Client,
+        name: &str,
+    ) -> Result<Self, BootstrapError> {
+        let kind = <K as k8s_openapi::Resource>::KIND;
+        let api: Api<K> = Api::all(client.clone());
+        let object = api
+            .get(name)
+            .await
+            .map_err(|source| BootstrapError::ReadConfig {
+                kind,
+                name: name.to_owned(),
+                source,
+            })?;
+        let value = serde_json::to_value(object).unwrap_or(Value::Null);
+        let webhooks = value["webhooks"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|webhook| {
+                let bundle = webhook["clientConfig"]["caBundle"]
+                    .as_str()
+                    .and_then(|encoded| STANDARD.decode(encoded).ok())
+                    .unwrap_or_default();
+                (webhook["name"].clone(), bundle)
+            })
+            .collect();
+        Ok(Self {
+            kind,
+            name: name.to_owned(),
+            resource_version: value["metadata"]["resourceVersion"].clone(),
+            webhooks,
+        })
     }
-    if ops.is_empty() {
-        return Ok(());
+
+    /// The DER of the CAs each webhook trusts.
+    fn trusted(&self) -> impl Iterator<Item = Vec<Vec<u8>>> + '_ {
+        self.webhooks
+            .iter()
+            .map(|(_, bundle)| ders(&String::from_utf8_lossy(bundle)))
     }
-    let patch: json_patch::Patch = serde_json::from_value(Value::Array(ops))
-        .map_err(|err| fail(kube::Error::SerdeError(err)))?;
-    api.patch(
-        name,
-        &PatchParams {
-            field_manager: Some(FIELD_MANAGER.to_owned()),
-            ..PatchParams::default()
-        },
-        &Patch::<()>::Json(patch),
-    )
-    .await
-    .map_err(fail)?;
-    tracing::info!(kind, name, webhooks = webhooks.len(), "caBundle written");
-    Ok(())
+
+    /// Sets every webhook's caBundle to `bundle` with one JSON patch, unless all trust
+    /// exactly its CAs already (in any order). The patch tests the version that was read
+    /// (so it is refused when the configuration changed since) and each webhook's name
+    /// (so reordered webhooks are never mixed up). Returns whether it wrote.
+    async fn write<K: WebhookConfiguration>(
+        &self,
+        client: &Client,
+        bundle: &str,
+    ) -> Result<bool, BootstrapError> {
+        let wanted: BTreeSet<Vec<u8>> = ders(bundle).into_iter().collect();
+        if self
+            .trusted()
+            .all(|current| current.into_iter().collect::<BTreeSet<_>>() == wanted)
+        {
+            return Ok(false);
+        }
+        let fail = |source| BootstrapError::PatchConfig {
+            kind: self.kind,
+            name: self.name.clone(),
+            source,
+        };
+        let encoded = STANDARD.encode(bundle);
+        let mut ops = vec![
+            json!({"op": "test", "path": "/metadata/resourceVersion", "value": self.resource_version}),
+        ];
+        for (index, (name, _)) in self.webhooks.iter().enumerate() {
+            ops.push(
+                json!({"op": "test", "path": format!("/webhooks/{index}/name"), "value": name}),
+            );
+            ops.push(json!({"op": "add", "path": format!("/webhooks/{index}/clientConfig/caBundle"), "value": encoded}));
+        }
+        let patch: json_patch::Patch = serde_json::from_value(Value::Array(ops))
+            .map_err(|err| fail(kube::Error::SerdeError(err)))?;
+        let api: Api<K> = Api::all(client.clone());
+        api.patch(
+            &self.name,
+            &PatchParams {
+                field_manager: Some(FIELD_MANAGER.to_owned()),
+                ..PatchParams::default()
+            },
+            &Patch::<()>::Json(patch),
+        )
+        .await
+        .map_err(fail)?;
+        tracing::info!(kind = self.kind, name = %self.name, webhooks = self.webhooks.len(), "caBundle written");
+        Ok(true)
+    }
 }

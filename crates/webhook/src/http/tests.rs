@@ -182,3 +182,89 @@ async fn a_get_on_an_admission_path_is_405() {
         .expect("infallible");
     assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED);
 }
+
+/// What the API server sends for `kubectl scale db orders-db --replicas=N`: an UPDATE of
+/// the `scale` subresource whose objects are autoscaling/v1 Scales, not Databases.
+fn scale_review(replicas: Option<i32>, selector: Option<&str>) -> Vec<u8> {
+    let scale = |replicas: Option<i32>| {
+        let mut spec = json!({});
+        if let Some(replicas) = replicas {
+            spec["replicas"] = json!(replicas);
+        }
+        let mut status = json!({"replicas": 1});
+        if let Some(selector) = selector {
+            status["selector"] = json!(selector);
+        }
+        json!({"apiVersion": "autoscaling/v1", "kind": "Scale",
+               "metadata": {"name": "orders-db", "namespace": "production"},
+               "spec": spec, "status": status})
+    };
+    serde_json::to_vec(&json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {"uid": "9a7e", "operation": "UPDATE",
+            "kind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
+            "resource": {"group": "mycompany.io", "version": "v1", "resource": "databases"},
+            "subResource": "scale",
+            "requestKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
+            "requestResource": {"group": "mycompany.io", "version": "v1", "resource": "databases"},
+            "requestSubResource": "scale",
+            "name": "orders-db", "namespace": "production",
+            "object": scale(replicas), "oldObject": scale(Some(1))}
+    }))
+    .expect("json")
+}
+
+async fn answer_of(path: &str, body: Vec<u8>) -> Value {
+    let (status, body) = post(app(), path, Some("application/json"), body).await;
+    assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
+    let answer: Value = serde_json::from_slice(&body).expect("json");
+    assert_eq!(answer["response"]["uid"], "9a7e", "{answer}");
+    answer["response"].clone()
+}
+
+#[tokio::test]
+async fn a_scale_within_bounds_is_allowed_with_the_replica_warning() {
+    let answer = answer_of(VALIDATE_PATH, scale_review(Some(3), None)).await;
+    assert_eq!(answer["allowed"], true, "{answer}");
+    assert_eq!(
+        answer["warnings"],
+        json!([
+            "spec.replicas is 3: postgres instances replicate, but mysql and mongodb extra instances are independent databases"
+        ])
+    );
+    let single = answer_of(VALIDATE_PATH, scale_review(Some(1), None)).await;
+    assert_eq!(single, json!({"uid": "9a7e", "allowed": true}));
+}
+
+#[tokio::test]
+async fn a_scale_out_of_bounds_is_denied_naming_spec_replicas() {
+    // Zero replicas leave `spec.replicas` out of the Scale (omitempty).
+    for replicas in [Some(6), Some(-1), Some(0), None] {
+        let answer = answer_of(VALIDATE_PATH, scale_review(replicas, None)).await;
+        assert_eq!(answer["allowed"], false, "{replicas:?}: {answer}");
+        assert_eq!(
+            answer["status"]["message"], "spec.replicas: must be between 1 and 5",
+            "{replicas:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_scale_warns_like_the_database_would_when_the_selector_names_the_engine() {
+    let selector = "app.kubernetes.io/instance=orders-db,app.kubernetes.io/name=mongodb";
+    let answer = answer_of(VALIDATE_PATH, scale_review(Some(4), Some(selector))).await;
+    assert_eq!(answer["allowed"], true, "{answer}");
+    assert_eq!(
+        answer["warnings"],
+        json!([
+            "spec.replicas is 4: the extra instances are independent databases, the operator does not replicate mongodb yet",
+            "spec.replicas is 4: an even number of mongodb members cannot break a tie in an election; prefer an odd number"
+        ])
+    );
+}
+
+#[tokio::test]
+async fn the_mutating_endpoint_leaves_a_scale_untouched() {
+    let answer = answer_of(MUTATE_PATH, scale_review(Some(3), None)).await;
+    assert_eq!(answer, json!({"uid": "9a7e", "allowed": true}));
+}

@@ -6,6 +6,8 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod cluster;
+pub mod deploy;
+pub mod secret_volume;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -1,0 +1,151 @@
+//! What is checked between reading the owned objects and writing any of them: a version
+//! the data cannot move to, an object in the way, credentials kept from an earlier
+//! Database of the same name, and where mysql's data lives. Each can end the pass.
+
+use database_api::Database;
+use database_api::constants::RETAINED_VERSION_ANNOTATION;
+use database_api::versions::{Change, Version, change};
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::json;
+
+use super::conflicts::{self, Conflict};
+use super::{Observed, layout, version};
+use crate::error::Error;
+use crate::resources::credentials::Layout;
+use crate::resources::meta::owner_reference;
+
+/// Why this pass stops before writing anything.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// The spec asks for something the data cannot do (a message naming the field).
+    Invalid(String),
+    /// An object in the way.
+    Conflict(Conflict),
+    /// The Database was marked; its watch event brings it back.
+    Marked,
+}
+
+/// Runs the checks and the one-time fixes; `Ok(None)` means go ahead.
+pub(crate) async fn check(
+    databases: &Api<Database>,
+    secrets: &Api<Secret>,
+    db: &Database,
+    observed: &mut Observed,
+) -> Result<Option<Stop>, Error> {
+    if let Some(message) = version::refused_change(db, observed.statefulset.as_ref()) {
+        return Ok(Some(Stop::Invalid(message)));
+    }
+    let kept = observed
+        .credentials
+        .as_ref()
+        .filter(|s| conflicts::is_retained_credentials(&s.metadata, db));
+    let budget = (db.spec.replicas > 1)
+        .then(|| observed.budget.as_ref().map(|b| &b.metadata))
+        .flatten();
+    let layout = Layout::of(observed.credentials.as_ref().and_then(|s| s.data.as_ref()));
+    let init =
+        super::init_scripts(db, layout).and_then(|_| observed.init.as_ref().map(|c| &c.metadata));
+    let in_the_way = conflicts::first_conflict(
+        db,
+        [
+            (
+                "StatefulSet",
+                observed.statefulset.as_ref().map(|o| &o.metadata),
+            ),
+            ("Service", observed.service.as_ref().map(|o| &o.metadata)),
+            (
+                "Secret",
+                observed
+                    .credentials
+                    .as_ref()
+                    .filter(|_| kept.is_none())
+                    .map(|o| &o.metadata),
+            ),
+            ("Secret", observed.connection.as_ref().map(|o| &o.metadata)),
+            ("PodDisruptionBudget", budget),
+            ("ConfigMap", init),
+            ("ConfigMap", observed.topology.as_ref().map(|o| &o.metadata)),
+            ("Service", observed.rw.as_ref().map(|o| &o.metadata)),
+            ("Service", observed.ro.as_ref().map(|o| &o.metadata)),
+        ],
+    );
+    if let Some(conflict) = in_the_way {
+        return Ok(Some(Stop::Conflict(conflict)));
+    }
+    if let Some(kept) = kept {
+        if let Some(message) = retained_version_refused(db, kept) {
+            return Ok(Some(Stop::Invalid(message)));
+        }
+        observed.credentials = Some(take_back(secrets, db, kept).await?);
+    }
+    if layout::needs_volume_root_mark(db, observed.statefulset.as_ref()) {
+        layout::mark_volume_root(databases, db).await?;
+        return Ok(Some(Stop::Marked));
+    }
+    Ok(None)
+}
+
+/// Why the retained data cannot serve `db`'s version, naming `spec.version`.
+fn retained_version_refused(db: &Database, kept: &Secret) -> Option<String> {
+    let written_by = Version::parse(conflicts::retained_version(&kept.metadata)?)?;
+    let wanted = Version::parse(&db.spec.version)?;
+    match change(db.spec.engine, written_by, wanted) {
+        Change::Refused(reason) => Some(format!(
+            "spec.version: the data kept from the earlier Database {} was written by {} {written_by}, and {reason}",
+            db.name_any(),
+            db.spec.engine
+        )),
+        Change::WithinSeries | Change::InPlaceUpgrade => None,
+    }
+}
+
+/// Makes this Database the controller of the kept credentials Secret again.
+async fn take_back(secrets: &Api<Secret>, db: &Database, kept: &Secret) -> Result<Secret, Error> {
+    let patch = json!({"metadata": {
+        "ownerReferences": owner_reference(db).map(|r| vec![r]),
+        "annotations": {RETAINED_VERSION_ANNOTATION: null},
+        "resourceVersion": kept.resource_version(),
+    }});
+    secrets
+        .patch(
+            &kept.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+        .map_err(|source| Error::Apply {
+            kind: "Secret".into(),
+            name: kept.name_any(),
+            source,
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::fixtures::database;
+    use crate::resources::meta::object_meta;
+    use database_api::Engine;
+
+    fn kept(version: &str) -> Secret {
+        let db = database(Engine::Postgres, version, 1);
+        let mut meta = object_meta(&db, "orders-credentials".into());
+        meta.owner_references = None;
+        meta.annotations =
+            Some([(RETAINED_VERSION_ANNOTATION.to_owned(), version.to_owned())].into());
+        Secret {
+            metadata: meta,
+            ..Secret::default()
+        }
+    }
+
+    #[test]
+    fn kept_data_of_another_postgres_major_is_refused_naming_the_field() {
+        let db = database(Engine::Postgres, "17", 1);
+        let message = retained_version_refused(&db, &kept("16.4")).expect("refused");
+        assert!(message.starts_with("spec.version: the data kept from the earlier Database orders was written by postgres 16.4"), "{message}");
+        assert_eq!(retained_version_refused(&db, &kept("17.2")), None);
+    }
+}

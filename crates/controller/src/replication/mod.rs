@@ -1,0 +1,214 @@
+//! Replication between a Database's instances, for engines whose replication the
+//! operator runs (postgres): one primary, the others streaming from it. Each pass reads
+//! the instances (their Pods, and each engine's own answer through `exec`), plans the
+//! next steps purely (see [`plan`]) and carries them out: role labels the `-rw` and `-ro`
+//! Services select, failover, switchover, re-pointing, synchronous mode. The topology
+//! ConfigMap names the primary; it is written before anything else changes, so a pass
+//! cut short is finished by the next.
+
+pub mod plan;
+mod postgres;
+mod report;
+mod steps;
+
+use std::time::Duration;
+
+use database_api::Database;
+use database_api::replication::{InstanceStatus, ReplicationMode, SWITCHOVER_ANNOTATION};
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::ResourceExt;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use serde_json::json;
+
+use self::plan::{Instance, Step, Wanted};
+use crate::context::Context;
+use crate::error::Error;
+use crate::events::EventType;
+use crate::resources::meta::{PRIMARY, ROLE_LABEL, pod_name, selector_string};
+use crate::resources::replication_init::PRIMARY_KEY;
+
+/// How often a replicated Database is looked at again, for its replicas' lag and its
+/// primary's health, when nothing else brings it back.
+pub const REFRESH: Duration = Duration::from_secs(10);
+
+/// What a pass found and did, for the status and the events.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Report {
+    pub primary: Option<String>,
+    pub instances: Vec<InstanceStatus>,
+    /// The Replicated condition: status, reason, message.
+    pub replicated: Option<(bool, &'static str, String)>,
+    /// Significant changes, as (type, reason, note).
+    pub events: Vec<(EventType, &'static str, String)>,
+    /// When to look again at the latest.
+    pub requeue: Option<Duration>,
+}
+
+/// The primary the topology names, or the first instance for a Database that has none.
+pub fn named_primary(db: &Database, topology: Option<&ConfigMap>) -> String {
+    topology
+        .and_then(|c| c.data.as_ref())
+        .and_then(|d| d.get(PRIMARY_KEY))
+        .filter(|p| !p.is_empty())
+        .cloned()
+        .unwrap_or_else(|| pod_name(db, 0))
+}
+
+/// The ordinal in a Pod name `<db>-<n>`.
+pub fn ordinal(pod: &str) -> Option<i32> {
+    pod.rsplit_once('-')?.1.parse().ok()
+}
+
+/// One pass. `replicated` says whether the operator runs this Database's replication;
+/// when it does not (another engine, or credentials from before replication existed),
+/// only the named primary gets the primary label, so `-rw` reaches one instance.
+pub async fn reconcile(
+    ctx: &Context,
+    db: &Database,
+    namespace: &str,
+    named: &str,
+    replicated: bool,
+) -> Result<Report, Error> {
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+    let exec_pods: Api<Pod> = Api::namespaced(ctx.exec_client().clone(), namespace);
+    let list = pods
+        .list(&ListParams::default().labels(&selector_string(db)))
+        .await
+        .map_err(|source| Error::Observe {
+            kind: "Pod".into(),
+            name: selector_string(db),
+            source,
+        })?;
+    let mut instances: Vec<Instance> = list.items.iter().filter_map(observe_pod).collect();
+    instances.sort_by_key(|i| i.ordinal);
+    if !replicated {
+        let steps: Vec<Step> = instances
+            .iter()
+            .filter_map(|i| {
+                let wanted = (i.name == named).then_some(PRIMARY);
+                (i.running && i.label.as_deref() != wanted).then(|| Step::Label {
+                    pod: i.name.clone(),
+                    role: wanted,
+                })
+            })
+            .collect();
+        let mut report = report::unasked(named, &instances);
+        steps::execute(ctx, db, &pods, &exec_pods, &steps, &mut report).await?;
+        return Ok(report);
+    }
+    let asked: Vec<_> = instances
+        .iter()
+        .filter(|i| i.running)
+        .map(|i| postgres::state(&exec_pods, &i.name))
+        .collect();
+    let answers = futures::future::join_all(asked).await;
+    let mut answers = answers.into_iter();
+    for instance in instances.iter_mut().filter(|i| i.running) {
+        instance.engine = answers.next().and_then(Result::ok);
+    }
+    let wanted = Wanted {
+        replicas: db.spec.replicas,
+        synchronous: db.spec.replication.mode == ReplicationMode::Sync,
+        failover_after: Duration::from_secs(
+            u64::try_from(db.spec.replication.failover_after_seconds).unwrap_or(30),
+        ),
+        switchover_to: db.annotations().get(SWITCHOVER_ANNOTATION).cloned(),
+    };
+    let now = Timestamp::now();
+    let steps = plan::plan(named, &instances, &wanted, now);
+    let mut report = report::of(named, &instances, &wanted, now);
+    if let Some(target) = &wanted.switchover_to
+        && !instances.iter().any(|i| i.name == *target)
+    {
+        report.events.push((
+            EventType::Warning,
+            "SwitchoverRefused",
+            format!(
+                "{target} is not an instance of this Database; the switchover waits for one that is"
+            ),
+        ));
+    }
+    steps::execute(ctx, db, &pods, &exec_pods, &steps, &mut report).await?;
+    Ok(report)
+}
+
+/// An instance as its Pod shows it (the engine is asked later).
+fn observe_pod(pod: &Pod) -> Option<Instance> {
+    let name = pod.name_any();
+    let ordinal = ordinal(&name)?;
+    let ready_condition = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"));
+    let ready = ready_condition.is_some_and(|c| c.status == "True");
+    let unready_since = if ready {
+        None
+    } else {
+        ready_condition
+            .and_then(|c| c.last_transition_time.as_ref())
+            .or(pod.metadata.creation_timestamp.as_ref())
+            .map(|t| t.0)
+    };
+    Some(Instance {
+        name,
+        ordinal,
+        running: pod.metadata.deletion_timestamp.is_none(),
+        ready,
+        unready_since,
+        label: pod.labels().get(ROLE_LABEL).cloned(),
+        engine: None,
+    })
+}
+
+/// Removes the switchover annotation once the instance it names is the primary, so it
+/// cannot pull the primary back after a later failover.
+pub async fn forget_done_switchover(
+    databases: &Api<Database>,
+    db: &Database,
+    primary: Option<&str>,
+) -> Result<(), Error> {
+    let asked = db
+        .annotations()
+        .get(SWITCHOVER_ANNOTATION)
+        .map(String::as_str);
+    if asked.is_none() || asked != primary {
+        return Ok(());
+    }
+    let patch = json!({"metadata": {"annotations": {SWITCHOVER_ANNOTATION: null}}});
+    databases
+        .patch(
+            &db.name_any(),
+            &PatchParams {
+                field_manager: Some(database_api::constants::FIELD_MANAGER.to_owned()),
+                ..PatchParams::default()
+            },
+            &Patch::Merge(&patch),
+        )
+        .await
+        .map_err(|source| Error::Apply {
+            kind: "Database".into(),
+            name: db.name_any(),
+            source,
+        })?;
+    Ok(())
+}
+
+/// The Replicated condition for a Database whose instances the operator does not
+/// replicate.
+pub fn not_replicated(db: &Database) -> (bool, &'static str, String) {
+    if db.spec.replicas <= 1 {
+        (
+            false,
+            "SingleInstance",
+            "one instance: nothing to replicate".to_owned(),
+        )
+    } else {
+        (
+            false,
+            "NotConfigured",
+            "instances beyond the first are independent: the operator does not run this engine's replication yet".to_owned(),
+        )
+    }
+}

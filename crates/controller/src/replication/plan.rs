@@ -1,0 +1,240 @@
+//! The replication decisions, pure: from the instances as observed (their Pods, what
+//! their engine says) and the topology (which instance is named primary), what to do
+//! next. One step at a time, each safe to repeat: the controller may stop between any
+//! two and take up from what it observes.
+//!
+//! The order that rules out two primaries: a new primary is named in the topology
+//! first, then the old one loses its role label and is deleted (when it starts again,
+//! its init container makes it a replica of the named primary), and only once no other
+//! instance answers as a primary is the named one promoted; only then does it get the
+//! primary label the `-rw` Service selects.
+
+use jiff::Timestamp;
+
+/// What an instance's engine says about it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EngineState {
+    /// Takes writes (not in recovery).
+    pub primary: bool,
+    /// Its position in the log: written (a primary) or replayed (a replica).
+    pub position: u64,
+    /// For a replica: the instance it is set to stream from.
+    pub upstream: Option<String>,
+    /// For a replica: whether it is streaming now.
+    pub streaming: bool,
+    /// For a primary: whether writes wait for a replica.
+    pub synchronous: bool,
+}
+
+/// One instance as observed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Instance {
+    pub name: String,
+    pub ordinal: i32,
+    /// The Pod exists and is not being deleted.
+    pub running: bool,
+    pub ready: bool,
+    /// When the Pod last stopped being ready (or was created, if never ready).
+    pub unready_since: Option<Timestamp>,
+    /// The role label the Pod carries.
+    pub label: Option<String>,
+    /// `None` when the engine could not be asked (not running, not answering).
+    pub engine: Option<EngineState>,
+}
+
+/// What the Database asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Wanted {
+    pub replicas: i32,
+    pub synchronous: bool,
+    pub failover_after: std::time::Duration,
+    /// An instance named by the switchover annotation.
+    pub switchover_to: Option<String>,
+}
+
+/// One step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Name `to` the primary in the topology (and say why).
+    NamePrimary { to: String, why: Why },
+    /// Set or remove (None) an instance's role label.
+    Label {
+        pod: String,
+        role: Option<&'static str>,
+    },
+    /// Delete an old primary's Pod, so it starts again as a replica.
+    Fence { pod: String },
+    /// Promote the named primary.
+    Promote { pod: String },
+    /// Make a replica stream from the named primary.
+    Repoint { pod: String, primary: String },
+    /// Make writes on the primary wait for a replica, or not.
+    Synchronous { pod: String, on: bool },
+}
+
+/// Why the primary changes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Why {
+    /// The primary was gone or not ready for longer than the bound.
+    Failover,
+    /// Asked for by the switchover annotation.
+    Switchover,
+    /// The primary's instance is being scaled away.
+    ScaleDown,
+}
+
+/// The steps for now, given the named primary and the instances.
+pub fn plan(named: &str, instances: &[Instance], wanted: &Wanted, now: Timestamp) -> Vec<Step> {
+    let Some(primary) = instances.iter().find(|i| i.name == named) else {
+        return Vec::new();
+    };
+    if let Some(step) = change_of_primary(primary, instances, wanted, now) {
+        return fence_after(step, primary);
+    }
+    let answering_primary = |i: &&Instance| i.engine.as_ref().is_some_and(|e| e.primary);
+    let others_primary: Vec<&Instance> = instances
+        .iter()
+        .filter(|i| i.name != named)
+        .filter(answering_primary)
+        .collect();
+    let mut steps = Vec::new();
+    // An old primary still answering as one: it must go before anything is promoted.
+    for old in &others_primary {
+        steps.extend(fence(old));
+    }
+    let named_is_primary = primary.engine.as_ref().is_some_and(|e| e.primary);
+    if !named_is_primary {
+        if others_primary.is_empty() && primary.ready && primary.engine.is_some() {
+            steps.push(Step::Promote {
+                pod: named.to_owned(),
+            });
+        }
+        return steps;
+    }
+    steps.extend(labels(named, instances));
+    for replica in instances.iter().filter(|i| i.name != named) {
+        if let Some(engine) = &replica.engine
+            && !engine.primary
+            && engine.upstream.as_deref() != Some(named)
+        {
+            steps.push(Step::Repoint {
+                pod: replica.name.clone(),
+                primary: named.to_owned(),
+            });
+        }
+    }
+    let synchronous = wanted.synchronous && wanted.replicas > 1;
+    if primary
+        .engine
+        .as_ref()
+        .is_some_and(|e| e.synchronous != synchronous)
+    {
+        steps.push(Step::Synchronous {
+            pod: named.to_owned(),
+            on: synchronous,
+        });
+    }
+    steps
+}
+
+/// The role labels: the primary's, each streaming replica's, and none elsewhere. An
+/// instance whose engine did not answer this time keeps its label: a slow answer must
+/// not take the primary out of `-rw`.
+fn labels(named: &str, instances: &[Instance]) -> Vec<Step> {
+    instances
+        .iter()
+        .filter(|i| i.running && i.engine.is_some())
+        .filter_map(|i| {
+            let wanted = match &i.engine {
+                Some(e) if e.primary && i.name == named => Some(crate::resources::meta::PRIMARY),
+                Some(e) if !e.primary && e.streaming && e.upstream.as_deref() == Some(named) => {
+                    Some(crate::resources::meta::REPLICA)
+                }
+                _ => None,
+            };
+            (i.label.as_deref() != wanted).then(|| Step::Label {
+                pod: i.name.clone(),
+                role: wanted,
+            })
+        })
+        .collect()
+}
+
+/// A new primary to name, if the named one has failed, is asked to hand over, or is
+/// being scaled away.
+fn change_of_primary(
+    primary: &Instance,
+    instances: &[Instance],
+    wanted: &Wanted,
+    now: Timestamp,
+) -> Option<Step> {
+    let healthy_primary = primary.engine.as_ref().is_some_and(|e| e.primary) && primary.ready;
+    if let Some(target) = &wanted.switchover_to
+        && *target != primary.name
+        && healthy_primary
+        && instances
+            .iter()
+            .any(|i| i.name == *target && is_candidate(i, &primary.name, wanted))
+    {
+        return Some(Step::NamePrimary {
+            to: target.clone(),
+            why: Why::Switchover,
+        });
+    }
+    if primary.ordinal >= wanted.replicas && healthy_primary {
+        return best_candidate(&primary.name, instances, wanted).map(|to| Step::NamePrimary {
+            to,
+            why: Why::ScaleDown,
+        });
+    }
+    let failed = !primary.ready
+        && primary
+            .unready_since
+            .is_some_and(|since| now.duration_since(since).unsigned_abs() >= wanted.failover_after);
+    if failed {
+        return best_candidate(&primary.name, instances, wanted).map(|to| Step::NamePrimary {
+            to,
+            why: Why::Failover,
+        });
+    }
+    None
+}
+
+/// A ready replica that stays after scaling.
+fn is_candidate(instance: &Instance, primary: &str, wanted: &Wanted) -> bool {
+    instance.name != primary
+        && instance.ready
+        && instance.ordinal < wanted.replicas
+        && instance.engine.as_ref().is_some_and(|e| !e.primary)
+}
+
+/// The most advanced candidate (the lowest ordinal among equals).
+fn best_candidate(primary: &str, instances: &[Instance], wanted: &Wanted) -> Option<String> {
+    instances
+        .iter()
+        .filter(|i| is_candidate(i, primary, wanted))
+        .max_by_key(|i| (i.engine.as_ref().map_or(0, |e| e.position), -i.ordinal))
+        .map(|i| i.name.clone())
+}
+
+/// Naming a new primary, then fencing the old one, in that order.
+fn fence_after(step: Step, old: &Instance) -> Vec<Step> {
+    let mut steps = vec![step];
+    steps.extend(fence(old));
+    steps
+}
+
+/// Taking the role label off an old primary, then deleting its Pod.
+fn fence(old: &Instance) -> Vec<Step> {
+    let unlabel = old.label.is_some().then(|| Step::Label {
+        pod: old.name.clone(),
+        role: None,
+    });
+    let delete = old.running.then(|| Step::Fence {
+        pod: old.name.clone(),
+    });
+    unlabel.into_iter().chain(delete).collect()
+}
+
+#[cfg(test)]
+mod tests;

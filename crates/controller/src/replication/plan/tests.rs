@@ -1,0 +1,325 @@
+use std::time::Duration;
+
+use super::*;
+
+const NOW: i64 = 1_800_000_000;
+
+fn at(seconds_ago: i64) -> Timestamp {
+    Timestamp::from_second(NOW - seconds_ago).expect("time")
+}
+
+fn primary(ordinal: i32, position: u64) -> Instance {
+    Instance {
+        name: format!("orders-{ordinal}"),
+        ordinal,
+        running: true,
+        ready: true,
+        unready_since: None,
+        label: Some("primary".into()),
+        engine: Some(EngineState {
+            primary: true,
+            position,
+            upstream: None,
+            streaming: false,
+            synchronous: false,
+        }),
+    }
+}
+
+fn replica(ordinal: i32, position: u64, upstream: &str) -> Instance {
+    Instance {
+        name: format!("orders-{ordinal}"),
+        ordinal,
+        running: true,
+        ready: true,
+        unready_since: None,
+        label: Some("replica".into()),
+        engine: Some(EngineState {
+            primary: false,
+            position,
+            upstream: Some(upstream.into()),
+            streaming: true,
+            synchronous: false,
+        }),
+    }
+}
+
+fn wanted(replicas: i32) -> Wanted {
+    Wanted {
+        replicas,
+        synchronous: false,
+        failover_after: Duration::from_secs(30),
+        switchover_to: None,
+    }
+}
+
+fn unready(mut instance: Instance, seconds_ago: i64) -> Instance {
+    instance.ready = false;
+    instance.unready_since = Some(at(seconds_ago));
+    instance.engine = None;
+    instance
+}
+
+#[test]
+fn a_steady_set_needs_nothing() {
+    let set = [
+        primary(0, 100),
+        replica(1, 100, "orders-0"),
+        replica(2, 90, "orders-0"),
+    ];
+    assert_eq!(plan("orders-0", &set, &wanted(3), at(0)), []);
+}
+
+#[test]
+fn new_instances_get_their_role_labels_once_they_stream() {
+    let mut fresh = replica(1, 0, "orders-0");
+    fresh.label = None;
+    let mut cloning = replica(2, 0, "orders-0");
+    cloning.label = None;
+    cloning.engine = None;
+    let mut new_primary = primary(0, 10);
+    new_primary.label = None;
+    let steps = plan(
+        "orders-0",
+        &[new_primary, fresh, cloning],
+        &wanted(3),
+        at(0),
+    );
+    assert_eq!(
+        steps,
+        [
+            Step::Label {
+                pod: "orders-0".into(),
+                role: Some("primary")
+            },
+            Step::Label {
+                pod: "orders-1".into(),
+                role: Some("replica")
+            },
+        ]
+    );
+}
+
+#[test]
+fn a_primary_unready_past_the_bound_hands_over_to_the_most_advanced_replica() {
+    let set = [
+        unready(primary(0, 100), 31),
+        replica(1, 90, "orders-0"),
+        replica(2, 95, "orders-0"),
+    ];
+    assert_eq!(
+        plan("orders-0", &set, &wanted(3), at(0)),
+        [
+            Step::NamePrimary {
+                to: "orders-2".into(),
+                why: Why::Failover
+            },
+            Step::Label {
+                pod: "orders-0".into(),
+                role: None
+            },
+            Step::Fence {
+                pod: "orders-0".into()
+            },
+        ]
+    );
+}
+
+#[test]
+fn a_primary_unready_within_the_bound_keeps_its_place() {
+    let set = [unready(primary(0, 100), 29), replica(1, 90, "orders-0")];
+    let steps = plan("orders-0", &set, &wanted(2), at(0));
+    assert!(
+        !steps.iter().any(|s| matches!(s, Step::NamePrimary { .. })),
+        "{steps:?}"
+    );
+}
+
+#[test]
+fn equal_replicas_hand_over_to_the_lowest_ordinal() {
+    let set = [
+        unready(primary(0, 100), 60),
+        replica(1, 90, "orders-0"),
+        replica(2, 90, "orders-0"),
+    ];
+    assert_eq!(
+        plan("orders-0", &set, &wanted(3), at(0))[0],
+        Step::NamePrimary {
+            to: "orders-1".into(),
+            why: Why::Failover
+        }
+    );
+}
+
+#[test]
+fn no_ready_replica_means_no_failover() {
+    let set = [
+        unready(primary(0, 100), 60),
+        unready(replica(1, 90, "orders-0"), 60),
+    ];
+    assert!(plan("orders-0", &set, &wanted(2), at(0)).is_empty());
+}
+
+#[test]
+fn the_named_primary_is_promoted_only_once_no_other_instance_answers_as_one() {
+    let old = primary(0, 100);
+    let named = replica(1, 100, "orders-0");
+    let steps = plan("orders-1", &[old.clone(), named.clone()], &wanted(2), at(0));
+    assert_eq!(
+        steps,
+        [
+            Step::Label {
+                pod: "orders-0".into(),
+                role: None
+            },
+            Step::Fence {
+                pod: "orders-0".into()
+            },
+        ]
+    );
+    let mut terminating = old;
+    terminating.running = false;
+    terminating.label = None;
+    let steps = plan(
+        "orders-1",
+        &[terminating.clone(), named.clone()],
+        &wanted(2),
+        at(0),
+    );
+    assert!(
+        !steps.contains(&Step::Promote {
+            pod: "orders-1".into()
+        }),
+        "{steps:?}"
+    );
+    let mut gone = terminating;
+    gone.engine = None;
+    assert_eq!(
+        plan("orders-1", &[gone, named], &wanted(2), at(0)),
+        [Step::Promote {
+            pod: "orders-1".into()
+        }]
+    );
+}
+
+#[test]
+fn after_a_promotion_the_others_follow_the_new_primary_and_get_their_labels() {
+    let mut new_primary = primary(1, 120);
+    new_primary.label = None;
+    let mut old = replica(0, 100, "orders-1");
+    old.label = None;
+    let behind = replica(2, 100, "orders-0");
+    let steps = plan("orders-1", &[old, new_primary, behind], &wanted(3), at(0));
+    assert_eq!(
+        steps,
+        [
+            Step::Label {
+                pod: "orders-0".into(),
+                role: Some("replica")
+            },
+            Step::Label {
+                pod: "orders-1".into(),
+                role: Some("primary")
+            },
+            Step::Label {
+                pod: "orders-2".into(),
+                role: None
+            },
+            Step::Repoint {
+                pod: "orders-2".into(),
+                primary: "orders-1".into()
+            },
+        ]
+    );
+}
+
+#[test]
+fn a_switchover_names_a_ready_replica_and_fences_the_old_primary() {
+    let set = [
+        primary(0, 100),
+        replica(1, 100, "orders-0"),
+        replica(2, 100, "orders-0"),
+    ];
+    let mut asked = wanted(3);
+    asked.switchover_to = Some("orders-2".into());
+    assert_eq!(
+        plan("orders-0", &set, &asked, at(0)),
+        [
+            Step::NamePrimary {
+                to: "orders-2".into(),
+                why: Why::Switchover
+            },
+            Step::Label {
+                pod: "orders-0".into(),
+                role: None
+            },
+            Step::Fence {
+                pod: "orders-0".into()
+            },
+        ]
+    );
+    asked.switchover_to = Some("orders-9".into());
+    assert!(
+        plan("orders-0", &set, &asked, at(0)).is_empty(),
+        "no such instance"
+    );
+}
+
+#[test]
+fn scaling_away_the_primary_hands_over_first() {
+    let set = [
+        replica(0, 100, "orders-2"),
+        replica(1, 100, "orders-2"),
+        primary(2, 100),
+    ];
+    assert_eq!(
+        plan("orders-2", &set, &wanted(2), at(0))[0],
+        Step::NamePrimary {
+            to: "orders-0".into(),
+            why: Why::ScaleDown
+        }
+    );
+}
+
+#[test]
+fn synchronous_mode_follows_the_spec_and_needs_a_replica() {
+    let set = [primary(0, 100), replica(1, 100, "orders-0")];
+    let mut sync = wanted(2);
+    sync.synchronous = true;
+    assert_eq!(
+        plan("orders-0", &set, &sync, at(0)),
+        [Step::Synchronous {
+            pod: "orders-0".into(),
+            on: true
+        }]
+    );
+    let mut alone = primary(0, 100);
+    alone.engine = Some(EngineState {
+        synchronous: true,
+        ..alone.engine.clone().expect("engine")
+    });
+    let mut single = wanted(1);
+    single.synchronous = true;
+    assert_eq!(
+        plan("orders-0", &[alone], &single, at(0)),
+        [Step::Synchronous {
+            pod: "orders-0".into(),
+            on: false
+        }],
+        "one instance cannot wait for a replica"
+    );
+}
+
+#[test]
+fn an_instance_that_did_not_answer_keeps_its_label() {
+    let mut silent = primary(0, 100);
+    silent.engine = None;
+    let set = [silent, replica(1, 100, "orders-0")];
+    let steps = plan("orders-0", &set, &wanted(2), at(0));
+    assert!(
+        !steps
+            .iter()
+            .any(|s| matches!(s, Step::Label { pod, .. } if pod == "orders-0")),
+        "{steps:?}"
+    );
+}

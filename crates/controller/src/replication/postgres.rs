@@ -1,0 +1,169 @@
+//! What the controller asks a postgres instance, through `psql` in its container as the
+//! administrator over the local socket: its state, and the few changes replication needs.
+//! No password is ever on a command line: replicas read theirs from a file the init
+//! container wrote.
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::Api;
+
+use super::plan::EngineState;
+use crate::exec::{self, ExecError};
+
+/// `psql` as the image's superuser, with the SQL as its one argument. A server that
+/// accepts no connection (hung, or shutting down) fails it within seconds.
+const PSQL: &str = r#"export PGCONNECT_TIMEOUT=3; exec psql -U "$POSTGRES_USER" -d postgres -v ON_ERROR_STOP=1 -tAX -F '|' -c "$1""#;
+/// Two statements, each on its own (ALTER SYSTEM may not run in a transaction block).
+const PSQL_TWO: &str = r#"export PGCONNECT_TIMEOUT=3; exec psql -U "$POSTGRES_USER" -d postgres -v ON_ERROR_STOP=1 -tAX -c "$1" -c "$2""#;
+/// How long asking an instance its state may take: a hung one must not hold up a pass.
+const ASK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(8);
+
+/// A replica's position is the WAL it has on disk (received or replayed, whichever is
+/// further): what a synchronous commit waited for, and what promotion replays first.
+const STATE: &str = "SELECT pg_is_in_recovery(), \
+     CASE WHEN pg_is_in_recovery() \
+     THEN greatest(coalesce(pg_last_wal_receive_lsn(), '0/0'), coalesce(pg_last_wal_replay_lsn(), '0/0')) \
+     ELSE pg_current_wal_lsn() END, \
+     current_setting('primary_conninfo'), \
+     EXISTS (SELECT 1 FROM pg_stat_wal_receiver WHERE status = 'streaming'), \
+     current_setting('synchronous_standby_names') <> ''";
+
+/// The instance's state.
+pub async fn state(pods: &Api<Pod>, pod: &str) -> Result<EngineState, ExecError> {
+    let output = exec::run_within(pods, pod, &["sh", "-c", PSQL, "sh", STATE], ASK_TIMEOUT).await?;
+    parse_state(&output).ok_or_else(|| ExecError::Failed {
+        pod: pod.to_owned(),
+        stderr: format!("unexpected answer {output:?}"),
+    })
+}
+
+/// Promotes a standby and waits (up to 15 seconds, within the command's bound) until it
+/// takes writes; a slower promotion goes on and the next pass sees it done.
+pub async fn promote(pods: &Api<Pod>, pod: &str) -> Result<(), ExecError> {
+    let output = exec::run(
+        pods,
+        pod,
+        &["sh", "-c", PSQL, "sh", "SELECT pg_promote(true, 15)"],
+    )
+    .await?;
+    if output.trim() == "t" {
+        Ok(())
+    } else {
+        Err(ExecError::Failed {
+            pod: pod.to_owned(),
+            stderr: "the promotion did not finish within 15 seconds".to_owned(),
+        })
+    }
+}
+
+/// Makes a standby stream from `primary` (reloaded, no restart).
+pub async fn repoint(
+    pods: &Api<Pod>,
+    pod: &str,
+    primary: &str,
+    service: &str,
+) -> Result<(), ExecError> {
+    // The passfile sits beside the data directory, where the init container wrote it.
+    let script = format!(
+        r#"conninfo="host={primary}.{service} port=5432 user=replicator passfile=$(dirname "$PGDATA")/replication.pgpass application_name={pod}"; set -- "ALTER SYSTEM SET primary_conninfo = '$conninfo'" "SELECT pg_reload_conf()"; {PSQL_TWO}"#
+    );
+    exec::run(pods, pod, &["sh", "-c", &script])
+        .await
+        .map(|_| ())
+}
+
+/// Makes commits on the primary wait for one replica, or not.
+pub async fn set_synchronous(pods: &Api<Pod>, pod: &str, on: bool) -> Result<(), ExecError> {
+    let setting = if on {
+        "ALTER SYSTEM SET synchronous_standby_names = 'ANY 1 (*)'"
+    } else {
+        "ALTER SYSTEM RESET synchronous_standby_names"
+    };
+    exec::run(
+        pods,
+        pod,
+        &[
+            "sh",
+            "-c",
+            PSQL_TWO,
+            "sh",
+            setting,
+            "SELECT pg_reload_conf()",
+        ],
+    )
+    .await
+    .map(|_| ())
+}
+
+/// `t|0/3000148|host=orders-0.orders port=5432 ...|t|f` (in recovery, position, the
+/// configured upstream, streaming, synchronous) into a state.
+fn parse_state(output: &str) -> Option<EngineState> {
+    let line = output.lines().find(|l| !l.trim().is_empty())?;
+    let mut fields = line.split('|');
+    let in_recovery = fields.next()? == "t";
+    let position = parse_lsn(fields.next()?)?;
+    let conninfo = fields.next()?;
+    let streaming = fields.next()? == "t";
+    let synchronous = fields.next()? == "t";
+    Some(EngineState {
+        primary: !in_recovery,
+        position,
+        upstream: in_recovery.then(|| upstream_pod(conninfo)).flatten(),
+        streaming,
+        synchronous,
+    })
+}
+
+/// A log sequence number `X/Y` (two hexadecimal halves) as one number.
+fn parse_lsn(text: &str) -> Option<u64> {
+    let (high, low) = text.trim().split_once('/')?;
+    Some((u64::from_str_radix(high, 16).ok()? << 32) | u64::from_str_radix(low, 16).ok()?)
+}
+
+/// The Pod a replica streams from: the first label of `host=<pod>.<service>`.
+fn upstream_pod(conninfo: &str) -> Option<String> {
+    conninfo
+        .split_whitespace()
+        .find_map(|pair| pair.strip_prefix("host="))
+        .and_then(|host| host.split('.').next())
+        .filter(|pod| !pod.is_empty())
+        .map(str::to_owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_primary_reports_its_write_position_and_no_upstream() {
+        let state = parse_state("f|0/3000148||f|f\n").expect("parsed");
+        assert_eq!(
+            state,
+            EngineState {
+                primary: true,
+                position: 0x300_0148,
+                upstream: None,
+                streaming: false,
+                synchronous: false
+            }
+        );
+    }
+
+    #[test]
+    fn a_replica_reports_whom_it_streams_from() {
+        let state = parse_state(
+            "t|1/A0|host=orders-2.orders port=5432 user=replicator passfile=/x application_name=orders-1|t|f",
+        )
+        .expect("parsed");
+        assert!(!state.primary);
+        assert_eq!(state.position, (1 << 32) | 0xA0);
+        assert_eq!(state.upstream.as_deref(), Some("orders-2"));
+        assert!(state.streaming);
+    }
+
+    #[test]
+    fn nonsense_is_no_state() {
+        assert_eq!(parse_state(""), None);
+        assert_eq!(parse_state("psql: error"), None);
+        assert_eq!(parse_lsn("zz/1"), None);
+    }
+}

@@ -1,0 +1,136 @@
+//! What a replication pass reports: the primary, each instance's role and lag, the
+//! Replicated condition, and when to look again.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use database_api::replication::{InstanceStatus, LAG_BOUND_BYTES, Role};
+use jiff::Timestamp;
+
+use super::plan::{EngineState, Instance, Wanted};
+use super::{REFRESH, Report};
+
+/// Status and the Replicated condition from what was observed.
+pub fn of(named: &str, instances: &[Instance], wanted: &Wanted, now: Timestamp) -> Report {
+    let primary_position = instances
+        .iter()
+        .find(|i| i.name == named)
+        .and_then(|i| i.engine.as_ref())
+        .filter(|e| e.primary)
+        .map(|e| e.position);
+    let statuses: Vec<InstanceStatus> = instances
+        .iter()
+        .map(|i| InstanceStatus {
+            name: i.name.clone(),
+            role: match &i.engine {
+                Some(EngineState { primary: true, .. }) => Role::Primary,
+                Some(_) => Role::Replica,
+                None => Role::Unknown,
+            },
+            ready: i.ready,
+            lag_bytes: match (&i.engine, primary_position) {
+                (Some(e), Some(at)) if !e.primary => {
+                    Some(i64::try_from(at.saturating_sub(e.position)).unwrap_or(i64::MAX))
+                }
+                _ => None,
+            },
+        })
+        .collect();
+    let in_step = |s: &&InstanceStatus| {
+        instances.iter().any(|i| {
+            i.name == s.name
+                && i.engine
+                    .as_ref()
+                    .is_some_and(|e| e.streaming && e.upstream.as_deref() == Some(named))
+        }) && s.lag_bytes.is_some_and(|l| l <= LAG_BOUND_BYTES)
+    };
+    let replicas: Vec<&InstanceStatus> = statuses.iter().filter(|s| s.name != named).collect();
+    let behind: Vec<&str> = replicas
+        .iter()
+        .filter(|s| !in_step(s))
+        .map(|s| s.name.as_str())
+        .collect();
+    let replicated = if wanted.replicas <= 1 {
+        (
+            false,
+            "SingleInstance",
+            "one instance: nothing to replicate".to_owned(),
+        )
+    } else if primary_position.is_none() {
+        (
+            false,
+            "NoPrimary",
+            format!("{named} is named primary but does not take writes yet"),
+        )
+    } else if replicas.len() < usize::try_from(wanted.replicas - 1).unwrap_or(0)
+        || !behind.is_empty()
+    {
+        let missing = usize::try_from(wanted.replicas - 1)
+            .unwrap_or(0)
+            .saturating_sub(replicas.len());
+        let mut message = format!(
+            "not every replica streams from {named} within {} MiB",
+            LAG_BOUND_BYTES >> 20
+        );
+        if !behind.is_empty() {
+            let _ = write!(message, ": {}", behind.join(", "));
+        }
+        if missing > 0 {
+            let _ = write!(message, "; {missing} not created yet");
+        }
+        (false, "ReplicasBehind", message)
+    } else {
+        let mode = if wanted.synchronous {
+            "synchronously"
+        } else {
+            "asynchronously"
+        };
+        (
+            true,
+            "Streaming",
+            format!("{} replica(s) stream {mode} from {named}", replicas.len()),
+        )
+    };
+    // Look again soon; sooner when a failover bound runs out before then.
+    let deadline = instances
+        .iter()
+        .find(|i| i.name == named && !i.ready)
+        .and_then(|i| i.unready_since)
+        .map(|since| {
+            let left = wanted
+                .failover_after
+                .saturating_sub(now.duration_since(since).unsigned_abs());
+            left.max(Duration::from_secs(1))
+        });
+    Report {
+        primary: primary_position.map(|_| named.to_owned()),
+        instances: statuses,
+        replicated: Some(replicated),
+        events: Vec::new(),
+        requeue: Some(deadline.map_or(REFRESH, |d| d.min(REFRESH))),
+    }
+}
+
+/// For instances whose engines are not asked (one instance, or independent ones): the
+/// named primary's Pod as the primary once it is ready, the others as they are.
+pub fn unasked(named: &str, instances: &[Instance]) -> Report {
+    let statuses = instances
+        .iter()
+        .map(|i| InstanceStatus {
+            name: i.name.clone(),
+            role: if i.name == named {
+                Role::Primary
+            } else {
+                Role::Unknown
+            },
+            ready: i.ready,
+            lag_bytes: None,
+        })
+        .collect();
+    let primary_ready = instances.iter().any(|i| i.name == named && i.ready);
+    Report {
+        primary: primary_ready.then(|| named.to_owned()),
+        instances: statuses,
+        ..Report::default()
+    }
+}

@@ -1,0 +1,138 @@
+//! Carrying out a pass's steps against the API server and the instances.
+
+use database_api::Database;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use serde_json::json;
+
+use super::plan::{Step, Why};
+use super::{Report, postgres};
+use crate::context::Context;
+use crate::error::Error;
+use crate::events::EventType;
+use crate::resources::meta::{ROLE_LABEL, topology_configmap_name};
+use crate::resources::replication_init::PRIMARY_KEY;
+
+/// Carries out the steps in order; the first failure ends the pass (the next takes up).
+pub async fn execute(
+    ctx: &Context,
+    db: &Database,
+    pods: &Api<Pod>,
+    exec_pods: &Api<Pod>,
+    steps: &[Step],
+    report: &mut Report,
+) -> Result<(), Error> {
+    for step in steps {
+        let event = match step {
+            Step::NamePrimary { to, why } => Some(name_primary(ctx, db, to, *why).await?),
+            Step::Label { pod, role } => {
+                label(ctx, pods, pod, *role).await?;
+                None
+            }
+            Step::Fence { pod } => {
+                fence(ctx, pods, pod).await?;
+                Some((
+                    "Fenced",
+                    format!("{pod} no longer takes writes; it starts again as a replica"),
+                ))
+            }
+            Step::Promote { pod } => {
+                postgres::promote(exec_pods, pod).await?;
+                Some(("Promoted", format!("{pod} is the primary")))
+            }
+            Step::Repoint { pod, primary } => {
+                postgres::repoint(exec_pods, pod, primary, &db.name_any()).await?;
+                None
+            }
+            Step::Synchronous { pod, on } => {
+                postgres::set_synchronous(exec_pods, pod, *on).await?;
+                let note = if *on {
+                    "writes wait for a replica"
+                } else {
+                    "writes no longer wait for a replica"
+                };
+                Some(("ReplicationModeChanged", note.to_owned()))
+            }
+        };
+        if let Some((reason, note)) = event {
+            report.events.push((EventType::Normal, reason, note));
+        }
+    }
+    Ok(())
+}
+
+/// Names `to` the primary in the topology ConfigMap; returns the event to publish.
+async fn name_primary(
+    ctx: &Context,
+    db: &Database,
+    to: &str,
+    why: Why,
+) -> Result<(&'static str, String), Error> {
+    let maps: Api<ConfigMap> =
+        Api::namespaced(ctx.client.clone(), &db.namespace().unwrap_or_default());
+    let name = topology_configmap_name(db);
+    maps.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {PRIMARY_KEY: to}})),
+    )
+    .await
+    .map_err(|source| Error::Apply {
+        kind: "ConfigMap".into(),
+        name,
+        source,
+    })?;
+    ctx.metrics.wrote("topology");
+    Ok(match why {
+        Why::Failover => (
+            "FailingOver",
+            format!(
+                "the primary was not ready for {}s; {to} becomes the primary",
+                db.spec.replication.failover_after_seconds
+            ),
+        ),
+        Why::Switchover => ("SwitchingOver", format!("switching over to {to}, as asked")),
+        Why::ScaleDown => (
+            "SwitchingOver",
+            format!("the primary's instance is scaled away; {to} becomes the primary"),
+        ),
+    })
+}
+
+/// Sets (or removes) an instance's role label; a Pod gone meanwhile needs none.
+async fn label(ctx: &Context, pods: &Api<Pod>, pod: &str, role: Option<&str>) -> Result<(), Error> {
+    let patch = json!({"metadata": {"labels": {ROLE_LABEL: role}}});
+    match pods
+        .patch(pod, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => ctx.metrics.wrote("label"),
+        Err(kube::Error::Api(status)) if status.is_not_found() => {}
+        Err(source) => {
+            return Err(Error::Apply {
+                kind: "Pod".into(),
+                name: pod.to_owned(),
+                source,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Deletes an old primary's Pod: the StatefulSet starts it again, and its init
+/// container makes it a replica of the named primary.
+async fn fence(ctx: &Context, pods: &Api<Pod>, pod: &str) -> Result<(), Error> {
+    match pods.delete(pod, &DeleteParams::default()).await {
+        Ok(_) => ctx.metrics.wrote("delete"),
+        Err(kube::Error::Api(status)) if status.is_not_found() => {}
+        Err(source) => {
+            return Err(Error::Delete {
+                kind: "Pod".into(),
+                name: pod.to_owned(),
+                source,
+            });
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,479 @@
+//! postgres replication on real servers: one primary and streaming replicas behind the
+//! `-rw` and `-ro` Services, failover, switchover and scaling.
+
+mod common;
+
+use common::real::{REAL_WAIT, enforce_restricted, run_client, wait_running};
+use common::{Env, eventually};
+use database_api::Database;
+use serde_json::json;
+use testenv::Options;
+
+const WRITE: &str = r#"psql "$URI" -v ON_ERROR_STOP=1 -c "CREATE TABLE IF NOT EXISTS orders (id int PRIMARY KEY, item text); INSERT INTO orders VALUES (1, 'tea')""#;
+/// Reads the row through `-ro` (waiting for it to arrive) and says whether the server
+/// answering is a replica.
+const READ_REPLICA: &str = r#"for i in $(seq 30); do item=$(psql "$RO_URI" -tAc "SELECT item FROM orders WHERE id = 1" 2>/dev/null) && [ -n "$item" ] && break; sleep 1; done; echo "$item"; psql "$RO_URI" -tAc "SELECT pg_is_in_recovery()""#;
+
+async fn start() -> Env {
+    let env = Env::start(Options::real(&["postgres-17"])).await;
+    enforce_restricted(&env).await;
+    env
+}
+
+/// Waits until the status shows every replica streaming.
+async fn replicated(env: &Env, name: &str) -> Database {
+    eventually(REAL_WAIT, "Replicated=True", || async {
+        env.databases().get(name).await.ok().filter(|d| {
+            d.status.as_ref().is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.type_ == "Replicated" && c.status == "True")
+            })
+        })
+    })
+    .await
+}
+
+#[tokio::test]
+async fn three_instances_are_one_primary_and_two_streaming_replicas() {
+    let env = start().await;
+    env.create(
+        "orders",
+        json!({"engine": "postgres", "version": "17", "storage": "1Gi", "replicas": 3}),
+    )
+    .await;
+    wait_running(&env, "orders").await;
+    let db = replicated(&env, "orders").await;
+    let status = db.status.expect("status");
+    assert_eq!(status.primary.as_deref(), Some("orders-0"));
+    assert_eq!(status.instances.len(), 3, "{:?}", status.instances);
+    let (ok, output) = run_client(&env, "orders", "postgres:17", WRITE).await;
+    assert!(ok, "{output}");
+    let (ok, output) = run_client(&env, "orders", "postgres:17", READ_REPLICA).await;
+    assert!(ok, "{output}");
+    assert_eq!(
+        output.split_whitespace().collect::<Vec<_>>(),
+        ["tea", "t"],
+        "read on a replica: {output}"
+    );
+}
+
+/// Marks the test node (un)schedulable, as a node drain would.
+async fn cordon(env: &Env, unschedulable: bool) {
+    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(env.client.clone());
+    nodes
+        .patch(
+            testenv::real::NODE_NAME,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": {"unschedulable": unschedulable}})),
+        )
+        .await
+        .expect("node patched");
+}
+
+/// The status' primary once it differs from `old`.
+async fn new_primary(env: &Env, name: &str, old: &str) -> String {
+    eventually(REAL_WAIT, "a new primary", || async {
+        env.databases()
+            .get(name)
+            .await
+            .ok()
+            .and_then(|d| d.status?.primary)
+            .filter(|p| p != old)
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_lost_primary_is_replaced_by_a_replica_and_rejoins_as_one() {
+    let env = start().await;
+    three_with_a_short_bound(&env).await;
+    let (ok, output) = run_client(&env, "orders", "postgres:17", WRITE).await;
+    assert!(ok, "{output}");
+
+    // The primary's Pod goes, and cannot come back while the node takes no new Pods.
+    cordon(&env, true).await;
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = env.api();
+    pods.delete("orders-0", &kube::api::DeleteParams::default())
+        .await
+        .expect("primary deleted");
+    let started = std::time::Instant::now();
+    let promoted = new_primary(&env, "orders", "orders-0").await;
+    eprintln!(
+        "failover to {promoted} in {:.1?} after the primary's Pod went",
+        started.elapsed()
+    );
+    // No new Pod can start on the cordoned node: write through -rw from a replica's.
+    let output = common::real::exec(
+        &env,
+        "orders-2",
+        // -rw follows the label once the Service's endpoints and kube-proxy have it.
+        &[
+            "sh",
+            "-c",
+            &write_through_rw(
+                "postgresql://$DATABASE_APP_USERNAME:$DATABASE_APP_PASSWORD@orders-rw:5432/app",
+                20,
+            ),
+        ],
+    )
+    .await
+    .expect("a write through -rw");
+    assert_written_on_a_primary(&output);
+
+    // The old primary comes back, as a replica with both rows.
+    cordon(&env, false).await;
+    replicated(&env, "orders").await;
+    assert_follows_with_rows(&env, "orders-0", 2).await;
+}
+
+#[tokio::test]
+async fn a_hung_primary_is_fenced_replaced_and_rejoins_as_a_replica() {
+    let env = start().await;
+    three_with_a_short_bound(&env).await;
+    let (ok, output) = run_client(&env, "orders", "postgres:17", WRITE).await;
+    assert!(ok, "{output}");
+
+    // The server stops answering but its Pod stays: unready, not gone.
+    common::real::hang_server(&env, "orders-0", "postgres").await;
+    let started = std::time::Instant::now();
+    let promoted = new_primary(&env, "orders", "orders-0").await;
+    eprintln!(
+        "failover to {promoted} in {:.1?} after the primary hung (readiness needs 30 s to fail)",
+        started.elapsed()
+    );
+    let (ok, output) =
+        run_client(&env, "orders", "postgres:17", &write_through_rw("$URI", 30)).await;
+    assert!(ok, "a write through -rw: {output}");
+    assert_written_on_a_primary(&output);
+
+    // The hung instance was deleted (fenced) and comes back as a replica with both rows.
+    let db = replicated(&env, "orders").await;
+    assert_eq!(db.status.and_then(|s| s.primary), Some(promoted));
+    assert_follows_with_rows(&env, "orders-0", 2).await;
+}
+
+/// A shell script that inserts row 2 through `uri`, retrying once a second up to
+/// `attempts` times (the Service follows a new primary within seconds), and prints
+/// `written on primary=<t|f>` for the attempt that succeeded.
+fn write_through_rw(uri: &str, attempts: u32) -> String {
+    format!(
+        r#"export PGCONNECT_TIMEOUT=3; for i in $(seq {attempts}); do if answer=$(psql "{uri}" -qtA -v ON_ERROR_STOP=1 -c "INSERT INTO orders VALUES (2, 'coffee') RETURNING NOT pg_is_in_recovery()"); then echo "written on primary=$answer"; exit 0; fi; sleep 1; done; exit 1"#
+    )
+}
+
+/// The write of [`write_through_rw`] landed on an instance out of recovery. Earlier
+/// attempts may have failed while the Service still routed to the old primary.
+fn assert_written_on_a_primary(output: &str) {
+    assert!(
+        output
+            .lines()
+            .any(|line| line.trim() == "written on primary=t"),
+        "-rw reaches a writable primary: {output}"
+    );
+}
+
+/// Database `orders`: three instances, failover after 10 s, every replica streaming.
+async fn three_with_a_short_bound(env: &Env) {
+    env.create(
+        "orders",
+        json!({"engine": "postgres", "version": "17", "storage": "1Gi", "replicas": 3,
+               "replication": {"failoverAfterSeconds": 10}}),
+    )
+    .await;
+    wait_running(env, "orders").await;
+    replicated(env, "orders").await;
+}
+
+/// Instance `pod` is a replica (in recovery) holding `rows` rows of `orders`.
+async fn assert_follows_with_rows(env: &Env, pod: &str, rows: usize) {
+    let answer = common::real::exec(
+        env,
+        pod,
+        &[
+            "psql",
+            "-U",
+            "postgres",
+            "-d",
+            "app",
+            "-tAc",
+            "SELECT pg_is_in_recovery(), count(*) FROM orders",
+        ],
+    )
+    .await
+    .expect("psql on the instance");
+    assert_eq!(
+        answer.trim(),
+        format!("t|{rows}"),
+        "{pod} follows the primary with every row"
+    );
+}
+
+/// The acknowledged ids a writer printed, and those of them missing from the table.
+async fn lost_writes(env: &Env, name: &str, output: &str) -> (Vec<u32>, Vec<u32>) {
+    let acknowledged = testenv::clients::acknowledged(output);
+    let (ok, stored) =
+        run_client(env, name, "postgres:17", testenv::clients::POSTGRES_WRITTEN).await;
+    assert!(ok, "{stored}");
+    let lost = testenv::clients::lost(&acknowledged, &stored);
+    (acknowledged.iter().map(|a| a.id).collect(), lost)
+}
+
+#[tokio::test]
+async fn a_switchover_under_writes_loses_no_acknowledged_write() {
+    let env = start().await;
+    env.create(
+        "orders",
+        json!({"engine": "postgres", "version": "17", "storage": "1Gi", "replicas": 2}),
+    )
+    .await;
+    wait_running(&env, "orders").await;
+    replicated(&env, "orders").await;
+    let switch = async {
+        tokio::time::sleep(std::time::Duration::from_secs(8)).await;
+        env.databases()
+            .patch(
+                "orders",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(json!({"metadata": {"annotations": {"mycompany.io/switchover-to": "orders-1"}}})),
+            )
+            .await
+            .expect("switchover asked");
+        let started = std::time::Instant::now();
+        let primary = new_primary(&env, "orders", "orders-0").await;
+        eprintln!("switchover to {primary} in {:.1?}", started.elapsed());
+        primary
+    };
+    let script = testenv::clients::postgres_writer(40, 1);
+    let ((ok, output), primary) =
+        tokio::join!(run_client(&env, "orders", "postgres:17", &script), switch);
+    assert!(ok, "{output}");
+    assert_eq!(primary, "orders-1");
+    let (acknowledged, lost) = lost_writes(&env, "orders", &output).await;
+    eprintln!(
+        "{} writes acknowledged, {} lost",
+        acknowledged.len(),
+        lost.len()
+    );
+    assert!(acknowledged.len() > 50, "the writer hardly wrote: {output}");
+    assert_eq!(
+        lost,
+        Vec::<u32>::new(),
+        "acknowledged writes lost in a switchover"
+    );
+    replicated(&env, "orders").await;
+}
+
+#[tokio::test]
+async fn scaling_adds_and_removes_replicas_never_the_primary() {
+    let env = start().await;
+    env.create(
+        "orders",
+        json!({"engine": "postgres", "version": "17", "storage": "1Gi", "replicas": 3}),
+    )
+    .await;
+    wait_running(&env, "orders").await;
+    replicated(&env, "orders").await;
+    let (ok, output) = run_client(&env, "orders", "postgres:17", WRITE).await;
+    assert!(ok, "{output}");
+    for replicas in [5, 2, 1] {
+        env.databases()
+            .patch(
+                "orders",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(json!({"spec": {"replicas": replicas}})),
+            )
+            .await
+            .expect("scaled");
+        let db = eventually(
+            REAL_WAIT,
+            &format!("{replicas} instances, replicated"),
+            || async {
+                env.databases().get("orders").await.ok().filter(|d| {
+                    d.status.as_ref().is_some_and(|s| {
+                        s.replicas == replicas
+                            && s.instances.len() == usize::try_from(replicas).unwrap_or(0)
+                            && s.conditions.iter().any(|c| {
+                                c.type_ == "Replicated"
+                                    && (c.status == "True"
+                                        || (replicas == 1 && c.reason == "SingleInstance"))
+                            })
+                    })
+                })
+            },
+        )
+        .await;
+        let status = db.status.expect("status");
+        assert_eq!(status.primary.as_deref(), Some("orders-0"), "at {replicas}");
+        let (ok, output) = run_client(
+            &env,
+            "orders",
+            "postgres:17",
+            r#"psql "$URI" -v ON_ERROR_STOP=1 -tAc "SELECT item FROM orders WHERE id = 1""#,
+        )
+        .await;
+        assert!(ok, "at {replicas}: {output}");
+        assert_eq!(output.trim(), "tea", "the row at {replicas} instances");
+        if replicas > 1 {
+            let (ok, output) = run_client(&env, "orders", "postgres:17", READ_REPLICA).await;
+            assert!(ok, "{output}");
+            assert_eq!(
+                output.split_whitespace().collect::<Vec<_>>(),
+                ["tea", "t"],
+                "at {replicas}"
+            );
+        }
+    }
+}
+
+/// One failover under writes: a writer runs through `-rw`; after a few seconds the
+/// primary's Pod is killed (force-deleted, as a crashed node loses it) while the node
+/// takes no new Pods; once another instance is primary the node takes Pods again and
+/// the old primary comes back as a replica. Returns the time from the kill to the new
+/// primary, and the acknowledged and lost writes.
+async fn failover_under_writes(env: &Env, trial: u32) -> (std::time::Duration, usize, usize) {
+    let old = env
+        .databases()
+        .get("orders")
+        .await
+        .ok()
+        .and_then(|d| d.status?.primary)
+        .expect("a primary");
+    let kill = async {
+        tokio::time::sleep(std::time::Duration::from_secs(8)).await;
+        cordon(env, true).await;
+        let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = env.api();
+        pods.delete(&old, &kube::api::DeleteParams::default().grace_period(0))
+            .await
+            .expect("primary killed");
+        let started = std::time::Instant::now();
+        new_primary(env, "orders", &old).await;
+        let took = started.elapsed();
+        cordon(env, false).await;
+        took
+    };
+    let script = testenv::clients::postgres_writer(45, trial * 1_000_000);
+    let ((ok, output), took) =
+        tokio::join!(run_client(env, "orders", "postgres:17", &script), kill);
+    assert!(ok, "{output}");
+    replicated(env, "orders").await;
+    let (acknowledged, lost) = lost_writes(env, "orders", &output).await;
+    eprintln!(
+        "failover in {took:.1?}: {} writes acknowledged, {} lost {lost:?}",
+        acknowledged.len(),
+        lost.len()
+    );
+    (took, acknowledged.len(), lost.len())
+}
+
+/// Trials per failover test: 1 by default, `DATABASE_FAILOVER_TRIALS` for more.
+fn trials() -> u32 {
+    u32::try_from(testenv::count_from_env("DATABASE_FAILOVER_TRIALS", 1)).unwrap_or(1)
+}
+
+#[tokio::test]
+async fn in_sync_mode_a_failover_loses_no_acknowledged_write() {
+    let env = start().await;
+    env.create(
+        "orders",
+        json!({"engine": "postgres", "version": "17", "storage": "1Gi", "replicas": 3,
+               "replication": {"mode": "Sync", "failoverAfterSeconds": 10}}),
+    )
+    .await;
+    wait_running(&env, "orders").await;
+    replicated(&env, "orders").await;
+    let setting = common::real::exec(
+        &env,
+        "orders-0",
+        &[
+            "psql",
+            "-U",
+            "postgres",
+            "-tAc",
+            "SHOW synchronous_standby_names",
+        ],
+    )
+    .await
+    .expect("psql");
+    assert_eq!(setting.trim(), "ANY 1 (*)");
+    let mut lost = 0;
+    for trial in 1..=trials() {
+        lost += failover_under_writes(&env, trial).await.2;
+    }
+    assert_eq!(lost, 0, "acknowledged writes lost in sync mode");
+}
+
+#[tokio::test]
+async fn in_async_mode_failovers_are_measured_and_the_set_heals() {
+    let env = start().await;
+    three_with_a_short_bound(&env).await;
+    let (mut acknowledged, mut lost) = (0, 0);
+    for trial in 1..=trials() {
+        let (took, acked, gone) = failover_under_writes(&env, trial).await;
+        assert!(
+            took < std::time::Duration::from_secs(90),
+            "trial {trial}: {took:?}"
+        );
+        acknowledged += acked;
+        lost += gone;
+    }
+    eprintln!(
+        "async mode: {lost} of {acknowledged} acknowledged writes lost over {} failovers",
+        trials()
+    );
+}
+
+#[tokio::test]
+async fn a_controller_killed_in_the_middle_of_a_failover_finishes_it_when_it_is_back() {
+    let mut env = start().await;
+    env.create(
+        "orders",
+        json!({"engine": "postgres", "version": "17", "storage": "1Gi", "replicas": 2,
+               "replication": {"failoverAfterSeconds": 10}}),
+    )
+    .await;
+    wait_running(&env, "orders").await;
+    replicated(&env, "orders").await;
+    cordon(&env, true).await;
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = env.api();
+    pods.delete(
+        "orders-0",
+        &kube::api::DeleteParams::default().grace_period(0),
+    )
+    .await
+    .expect("primary killed");
+    // The moment the new primary is named, and before anything else, the controller dies.
+    let maps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> = env.api();
+    eventually(REAL_WAIT, "the new primary named", || async {
+        maps.get("orders-topology")
+            .await
+            .ok()
+            .and_then(|c| c.data?.get("primary").cloned())
+            .filter(|p| p == "orders-1")
+    })
+    .await;
+    env.kill_controller();
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    env.start_controller().await;
+    assert_eq!(new_primary(&env, "orders", "orders-0").await, "orders-1");
+    cordon(&env, false).await;
+    let db = replicated(&env, "orders").await;
+    let status = db.status.expect("status");
+    assert_eq!(status.primary.as_deref(), Some("orders-1"));
+    let primaries = status
+        .instances
+        .iter()
+        .filter(|i| i.role == database_api::replication::Role::Primary)
+        .count();
+    assert_eq!(primaries, 1, "{:?}", status.instances);
+    let labelled = pods
+        .list(&kube::api::ListParams::default().labels("mycompany.io/role=primary"))
+        .await
+        .expect("pods");
+    let names: Vec<String> = labelled
+        .items
+        .iter()
+        .map(kube::ResourceExt::name_any)
+        .collect();
+    assert_eq!(names, ["orders-1"], "one Pod behind -rw");
+}
