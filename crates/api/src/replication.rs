@@ -10,9 +10,12 @@ pub const DEFAULT_FAILOVER_AFTER_SECONDS: i32 = 30;
 /// Bounds of `spec.replication.failoverAfterSeconds`.
 pub const MIN_FAILOVER_AFTER_SECONDS: i32 = 10;
 pub const MAX_FAILOVER_AFTER_SECONDS: i32 = 3600;
-/// A replica more than this many bytes of WAL (or binary log) behind the primary does not
+/// A postgres replica more than this many bytes of WAL behind the primary does not
 /// count as in step for the Replicated condition.
 pub const LAG_BOUND_BYTES: i64 = 16 << 20;
+/// A mysql replica more than this many transactions behind the primary does not count
+/// as in step for the Replicated condition.
+pub const LAG_BOUND_TRANSACTIONS: i64 = 1000;
 
 /// How the instances replicate when there is more than one.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
@@ -73,9 +76,14 @@ pub struct InstanceStatus {
     pub role: Role,
     /// Whether the Pod is ready.
     pub ready: bool,
-    /// For a replica: how many bytes of the primary's log it does not have on disk yet.
+    /// For a postgres replica: how many bytes of the primary's log it does not have on
+    /// disk yet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lag_bytes: Option<i64>,
+    /// For a mysql replica: how many of the primary's transactions it has neither
+    /// applied nor received yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lag_transactions: Option<i64>,
 }
 
 /// The annotation that asks for a switchover: its value names the instance (a Pod of

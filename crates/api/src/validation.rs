@@ -210,13 +210,13 @@ pub fn replica_warnings(replicas: i32, engine: Option<Engine>) -> Vec<String> {
         return warnings;
     }
     match engine {
-        // postgres instances replicate: one primary, the others its streaming replicas.
-        Some(Engine::Postgres) => {}
+        // postgres and mysql instances replicate: one primary, the others its replicas.
+        Some(Engine::Postgres | Engine::Mysql) => {}
         Some(engine) => warnings.push(format!(
             "spec.replicas is {replicas}: the extra instances are independent databases, the operator does not replicate {engine} yet"
         )),
         None => warnings.push(format!(
-            "spec.replicas is {replicas}: postgres instances replicate, but mysql and mongodb extra instances are independent databases"
+            "spec.replicas is {replicas}: postgres and mysql instances replicate, but mongodb extra instances are independent databases"
         )),
     }
     if engine == Some(Engine::Mongodb) && replicas % 2 == 0 {

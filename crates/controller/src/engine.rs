@@ -31,10 +31,11 @@ pub struct EngineProfile {
     pub root_password_env: Option<&'static str>,
     /// The administrator's name: the superuser the image creates.
     pub admin_user: &'static str,
-    /// Where the image's own variables only make a superuser: the init script (file
-    /// name, contents) that creates the application user, which reads it from
-    /// [`APP_USERNAME_ENV`] and [`APP_PASSWORD_ENV`].
-    pub app_user_script: Option<(&'static str, &'static str)>,
+    /// The script (file name, contents) the image runs once on an empty data
+    /// directory: where the image's own variables only make a superuser (postgres,
+    /// mongodb), it creates the application user from [`APP_USERNAME_ENV`] and
+    /// [`APP_PASSWORD_ENV`]; where the operator runs replication, the replication user.
+    pub init_script: Option<(&'static str, &'static str)>,
     /// For engines whose replication the operator runs: the script an init container
     /// runs before the server, which makes every instance but the primary its replica.
     pub replication_script: Option<&'static str>,
@@ -75,7 +76,7 @@ const POSTGRES: EngineProfile = EngineProfile {
     database_env: "POSTGRES_DB",
     root_password_env: None,
     admin_user: "postgres",
-    app_user_script: Some((
+    init_script: Some((
         "10-application-user.sh",
         include_str!("resources/scripts/postgres-application-user.sh"),
     )),
@@ -94,14 +95,18 @@ const MYSQL: EngineProfile = EngineProfile {
     scheme: "mysql",
     uri_query: "",
     uid: 999,
-    scratch_dirs: &["/tmp", "/var/run/mysqld"],
+    // conf.d takes the replication settings the init container writes.
+    scratch_dirs: &["/tmp", "/var/run/mysqld", "/etc/mysql/conf.d"],
     user_env: "MYSQL_USER",
     password_env: "MYSQL_PASSWORD",
     database_env: "MYSQL_DATABASE",
     root_password_env: Some("MYSQL_ROOT_PASSWORD"),
     admin_user: "root",
-    app_user_script: None,
-    replication_script: None,
+    init_script: Some((
+        "10-replication-user.sh",
+        include_str!("resources/scripts/mysql-replication-user.sh"),
+    )),
+    replication_script: Some(include_str!("resources/scripts/mysql-replication.sh")),
     readiness_command: &[
         "sh",
         "-c",
@@ -123,7 +128,7 @@ const MONGODB: EngineProfile = EngineProfile {
     database_env: "MONGO_INITDB_DATABASE",
     root_password_env: None,
     admin_user: "root",
-    app_user_script: Some((
+    init_script: Some((
         "10-application-user.js",
         include_str!("resources/scripts/mongodb-application-user.js"),
     )),

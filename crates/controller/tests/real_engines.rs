@@ -8,7 +8,9 @@ mod common;
 
 use std::time::Instant;
 
-use common::real::{REAL_WAIT, enforce_restricted, exec, restart_pod, run_client, wait_running};
+use common::real::{
+    MYSQL_FROM_URI, REAL_WAIT, enforce_restricted, exec, restart_pod, run_client, wait_running,
+};
 use common::{Env, eventually};
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::Api;
@@ -47,9 +49,6 @@ let refused = false;
 try { db.getSiblingDB("admin").createUser({ user: "intruder", pwd: "x", roles: [] }); } catch (e) { refused = true; }
 if (!refused) throw new Error("could create a user");
 print("confined")'"#;
-
-/// The mysql client takes no URI: this splits `mysql://user:password@host:port/database`.
-const MYSQL_FROM_URI: &str = r#"rest=${URI#mysql://}; credentials=${rest%%@*}; user=${credentials%%:*}; password=${credentials#*:}; rest=${rest#*@}; address=${rest%%/*}; database=${rest#*/}; host=${address%%:*}; port=${address#*:}; export MYSQL_PWD="$password"; sql() { mysql -h "$host" -P "$port" -u "$user" -N -B "$database" -e "$1"; }"#;
 
 fn postgres() -> Engine {
     Engine {

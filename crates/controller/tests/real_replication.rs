@@ -3,9 +3,10 @@
 
 mod common;
 
-use common::real::{REAL_WAIT, enforce_restricted, run_client, wait_running};
+use common::real::{
+    REAL_WAIT, cordon, enforce_restricted, new_primary, replicated, run_client, wait_running,
+};
 use common::{Env, eventually};
-use database_api::Database;
 use serde_json::json;
 use testenv::Options;
 
@@ -18,20 +19,6 @@ async fn start() -> Env {
     let env = Env::start(Options::real(&["postgres-17"])).await;
     enforce_restricted(&env).await;
     env
-}
-
-/// Waits until the status shows every replica streaming.
-async fn replicated(env: &Env, name: &str) -> Database {
-    eventually(REAL_WAIT, "Replicated=True", || async {
-        env.databases().get(name).await.ok().filter(|d| {
-            d.status.as_ref().is_some_and(|s| {
-                s.conditions
-                    .iter()
-                    .any(|c| c.type_ == "Replicated" && c.status == "True")
-            })
-        })
-    })
-    .await
 }
 
 #[tokio::test]
@@ -56,32 +43,6 @@ async fn three_instances_are_one_primary_and_two_streaming_replicas() {
         ["tea", "t"],
         "read on a replica: {output}"
     );
-}
-
-/// Marks the test node (un)schedulable, as a node drain would.
-async fn cordon(env: &Env, unschedulable: bool) {
-    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(env.client.clone());
-    nodes
-        .patch(
-            testenv::real::NODE_NAME,
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(json!({"spec": {"unschedulable": unschedulable}})),
-        )
-        .await
-        .expect("node patched");
-}
-
-/// The status' primary once it differs from `old`.
-async fn new_primary(env: &Env, name: &str, old: &str) -> String {
-    eventually(REAL_WAIT, "a new primary", || async {
-        env.databases()
-            .get(name)
-            .await
-            .ok()
-            .and_then(|d| d.status?.primary)
-            .filter(|p| p != old)
-    })
-    .await
 }
 
 #[tokio::test]

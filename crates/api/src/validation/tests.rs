@@ -153,9 +153,15 @@ fn more_than_one_replica_warns_only_for_engines_that_do_not_replicate() {
     assert!(postgres.warnings.is_empty(), "{:?}", postgres.warnings);
     let mysql = validate(&db("a", Engine::Mysql, "8.4", "1Gi", 3), &Limits::default());
     assert!(mysql.is_allowed());
-    assert_eq!(mysql.warnings.len(), 1, "{:?}", mysql.warnings);
-    assert!(mysql.warnings[0].contains("independent databases"));
-    assert!(mysql.warnings[0].contains("mysql"));
+    assert!(mysql.warnings.is_empty(), "{:?}", mysql.warnings);
+    let mongodb = validate(
+        &db("a", Engine::Mongodb, "7.0", "1Gi", 3),
+        &Limits::default(),
+    );
+    assert!(mongodb.is_allowed());
+    assert_eq!(mongodb.warnings.len(), 1, "{:?}", mongodb.warnings);
+    assert!(mongodb.warnings[0].contains("independent databases"));
+    assert!(mongodb.warnings[0].contains("mongodb"));
 }
 
 #[test]

@@ -6,6 +6,8 @@
 //! ConfigMap names the primary; it is written before anything else changes, so a pass
 //! cut short is finished by the next.
 
+mod gtid;
+mod mysql;
 pub mod plan;
 mod postgres;
 mod report;
@@ -13,8 +15,8 @@ mod steps;
 
 use std::time::Duration;
 
-use database_api::Database;
 use database_api::replication::{InstanceStatus, ReplicationMode, SWITCHOVER_ANNOTATION};
+use database_api::{Database, Engine};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::ResourceExt;
@@ -100,7 +102,7 @@ pub async fn reconcile(
     let asked: Vec<_> = instances
         .iter()
         .filter(|i| i.running)
-        .map(|i| postgres::state(&exec_pods, &i.name))
+        .map(|i| ask_state(db.spec.engine, &exec_pods, &i.name))
         .collect();
     let answers = futures::future::join_all(asked).await;
     let mut answers = answers.into_iter();
@@ -131,6 +133,18 @@ pub async fn reconcile(
     }
     steps::execute(ctx, db, &pods, &exec_pods, &steps, &mut report).await?;
     Ok(report)
+}
+
+/// What an instance's engine says about it.
+async fn ask_state(
+    engine: Engine,
+    pods: &Api<Pod>,
+    pod: &str,
+) -> Result<plan::EngineState, crate::exec::ExecError> {
+    match engine {
+        Engine::Mysql => mysql::state(pods, pod).await,
+        _ => postgres::state(pods, pod).await,
+    }
 }
 
 /// An instance as its Pod shows it (the engine is asked later).

@@ -11,6 +11,8 @@
 
 use jiff::Timestamp;
 
+use super::gtid::GtidSet;
+
 /// What an instance's engine says about it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EngineState {
@@ -24,6 +26,18 @@ pub struct EngineState {
     pub streaming: bool,
     /// For a primary: whether writes wait for a replica.
     pub synchronous: bool,
+    /// For engines whose replicas follow by transaction history (mysql): what the
+    /// instance holds and what it no longer keeps in its log.
+    pub history: Option<History>,
+}
+
+/// An instance's transactions (mysql GTID sets).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct History {
+    /// Every transaction the instance has applied.
+    pub executed: GtidSet,
+    /// Those no longer in its binary log, which it cannot send a replica.
+    pub purged: GtidSet,
 }
 
 /// One instance as observed.
@@ -68,6 +82,9 @@ pub enum Step {
     Promote { pod: String },
     /// Make a replica stream from the named primary.
     Repoint { pod: String, primary: String },
+    /// Replace an instance's data with a copy of the named primary's: its history has
+    /// transactions the primary lacks, or lacks ones the primary no longer keeps.
+    Reseed { pod: String, primary: String },
     /// Make writes on the primary wait for a replica, or not.
     Synchronous { pod: String, on: bool },
 }
@@ -102,39 +119,52 @@ pub fn plan(named: &str, instances: &[Instance], wanted: &Wanted, now: Timestamp
     for old in &others_primary {
         steps.extend(fence(old));
     }
-    let named_is_primary = primary.engine.as_ref().is_some_and(|e| e.primary);
-    if !named_is_primary {
+    let Some(primary_engine) = primary.engine.as_ref().filter(|e| e.primary) else {
         if others_primary.is_empty() && primary.ready && primary.engine.is_some() {
             steps.push(Step::Promote {
                 pod: named.to_owned(),
             });
         }
         return steps;
-    }
+    };
     steps.extend(labels(named, instances));
     for replica in instances.iter().filter(|i| i.name != named) {
         if let Some(engine) = &replica.engine
             && !engine.primary
             && engine.upstream.as_deref() != Some(named)
         {
-            steps.push(Step::Repoint {
-                pod: replica.name.clone(),
-                primary: named.to_owned(),
+            let pod = replica.name.clone();
+            let primary = named.to_owned();
+            steps.push(if can_follow(engine, primary_engine) {
+                Step::Repoint { pod, primary }
+            } else {
+                Step::Reseed { pod, primary }
             });
         }
     }
     let synchronous = wanted.synchronous && wanted.replicas > 1;
-    if primary
-        .engine
-        .as_ref()
-        .is_some_and(|e| e.synchronous != synchronous)
-    {
+    if primary_engine.synchronous != synchronous {
         steps.push(Step::Synchronous {
             pod: named.to_owned(),
             on: synchronous,
         });
     }
     steps
+}
+
+/// Whether a replica that does not follow the primary yet can start to: always where
+/// the engine rewinds or clones on its own (postgres); for mysql, when the primary's
+/// history holds the replica's and the primary's log still has everything the replica
+/// lacks. A replica already following is never judged here: reading the two instances
+/// is not atomic, and a following replica cannot have transactions of its own.
+fn can_follow(replica: &EngineState, primary: &EngineState) -> bool {
+    match (&replica.history, &primary.history) {
+        (Some(mine), Some(theirs)) => {
+            mine.executed.is_subset_of(&theirs.executed)
+                && theirs.purged.is_subset_of(&mine.executed)
+        }
+        _ => true,
+    }
 }
 
 /// The role labels: the primary's, each streaming replica's, and none elsewhere. An

@@ -110,6 +110,7 @@ fn parse_state(output: &str) -> Option<EngineState> {
         upstream: in_recovery.then(|| upstream_pod(conninfo)).flatten(),
         streaming,
         synchronous,
+        history: None,
     })
 }
 
@@ -143,7 +144,8 @@ mod tests {
                 position: 0x300_0148,
                 upstream: None,
                 streaming: false,
-                synchronous: false
+                synchronous: false,
+                history: None,
             }
         );
     }

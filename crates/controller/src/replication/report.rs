@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use database_api::replication::{InstanceStatus, LAG_BOUND_BYTES, Role};
+use database_api::replication::{InstanceStatus, LAG_BOUND_BYTES, LAG_BOUND_TRANSACTIONS, Role};
 use jiff::Timestamp;
 
 use super::plan::{EngineState, Instance, Wanted};
@@ -12,12 +12,25 @@ use super::{REFRESH, Report};
 
 /// Status and the Replicated condition from what was observed.
 pub fn of(named: &str, instances: &[Instance], wanted: &Wanted, now: Timestamp) -> Report {
-    let primary_position = instances
+    let primary_engine = instances
         .iter()
         .find(|i| i.name == named)
         .and_then(|i| i.engine.as_ref())
-        .filter(|e| e.primary)
-        .map(|e| e.position);
+        .filter(|e| e.primary);
+    let primary_position = primary_engine.map(|e| e.position);
+    // mysql positions count transactions; postgres positions are bytes of WAL.
+    let in_transactions = primary_engine.is_some_and(|e| e.history.is_some());
+    let bound = if in_transactions {
+        LAG_BOUND_TRANSACTIONS
+    } else {
+        LAG_BOUND_BYTES
+    };
+    let lag = |i: &Instance| match (&i.engine, primary_position) {
+        (Some(e), Some(at)) if !e.primary => {
+            Some(i64::try_from(at.saturating_sub(e.position)).unwrap_or(i64::MAX))
+        }
+        _ => None,
+    };
     let statuses: Vec<InstanceStatus> = instances
         .iter()
         .map(|i| InstanceStatus {
@@ -28,12 +41,8 @@ pub fn of(named: &str, instances: &[Instance], wanted: &Wanted, now: Timestamp) 
                 None => Role::Unknown,
             },
             ready: i.ready,
-            lag_bytes: match (&i.engine, primary_position) {
-                (Some(e), Some(at)) if !e.primary => {
-                    Some(i64::try_from(at.saturating_sub(e.position)).unwrap_or(i64::MAX))
-                }
-                _ => None,
-            },
+            lag_bytes: lag(i).filter(|_| !in_transactions),
+            lag_transactions: lag(i).filter(|_| in_transactions),
         })
         .collect();
     let in_step = |s: &&InstanceStatus| {
@@ -42,7 +51,10 @@ pub fn of(named: &str, instances: &[Instance], wanted: &Wanted, now: Timestamp) 
                 && i.engine
                     .as_ref()
                     .is_some_and(|e| e.streaming && e.upstream.as_deref() == Some(named))
-        }) && s.lag_bytes.is_some_and(|l| l <= LAG_BOUND_BYTES)
+        }) && s
+            .lag_bytes
+            .or(s.lag_transactions)
+            .is_some_and(|l| l <= bound)
     };
     let replicas: Vec<&InstanceStatus> = statuses.iter().filter(|s| s.name != named).collect();
     let behind: Vec<&str> = replicas
@@ -68,10 +80,12 @@ pub fn of(named: &str, instances: &[Instance], wanted: &Wanted, now: Timestamp) 
         let missing = usize::try_from(wanted.replicas - 1)
             .unwrap_or(0)
             .saturating_sub(replicas.len());
-        let mut message = format!(
-            "not every replica streams from {named} within {} MiB",
-            LAG_BOUND_BYTES >> 20
-        );
+        let within = if in_transactions {
+            format!("{LAG_BOUND_TRANSACTIONS} transactions")
+        } else {
+            format!("{} MiB", LAG_BOUND_BYTES >> 20)
+        };
+        let mut message = format!("not every replica streams from {named} within {within}");
         if !behind.is_empty() {
             let _ = write!(message, ": {}", behind.join(", "));
         }
@@ -91,7 +105,17 @@ pub fn of(named: &str, instances: &[Instance], wanted: &Wanted, now: Timestamp) 
             format!("{} replica(s) stream {mode} from {named}", replicas.len()),
         )
     };
-    // Look again soon; sooner when a failover bound runs out before then.
+    Report {
+        primary: primary_position.map(|_| named.to_owned()),
+        instances: statuses,
+        replicated: Some(replicated),
+        events: Vec::new(),
+        requeue: Some(next_look(named, instances, wanted, now)),
+    }
+}
+
+/// When to look again: soon, and sooner when a failover bound runs out before then.
+fn next_look(named: &str, instances: &[Instance], wanted: &Wanted, now: Timestamp) -> Duration {
     let deadline = instances
         .iter()
         .find(|i| i.name == named && !i.ready)
@@ -102,13 +126,7 @@ pub fn of(named: &str, instances: &[Instance], wanted: &Wanted, now: Timestamp) 
                 .saturating_sub(now.duration_since(since).unsigned_abs());
             left.max(Duration::from_secs(1))
         });
-    Report {
-        primary: primary_position.map(|_| named.to_owned()),
-        instances: statuses,
-        replicated: Some(replicated),
-        events: Vec::new(),
-        requeue: Some(deadline.map_or(REFRESH, |d| d.min(REFRESH))),
-    }
+    deadline.map_or(REFRESH, |d| d.min(REFRESH))
 }
 
 /// For instances whose engines are not asked (one instance, or independent ones): the
@@ -125,6 +143,7 @@ pub fn unasked(named: &str, instances: &[Instance]) -> Report {
             },
             ready: i.ready,
             lag_bytes: None,
+            lag_transactions: None,
         })
         .collect();
     let primary_ready = instances.iter().any(|i| i.name == named && i.ready);

@@ -1,13 +1,13 @@
 //! Carrying out a pass's steps against the API server and the instances.
 
-use database_api::Database;
+use database_api::{Database, Engine};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;
 
 use super::plan::{Step, Why};
-use super::{Report, postgres};
+use super::{Report, mysql, postgres};
 use crate::context::Context;
 use crate::error::Error;
 use crate::events::EventType;
@@ -38,15 +38,36 @@ pub async fn execute(
                 ))
             }
             Step::Promote { pod } => {
-                postgres::promote(exec_pods, pod).await?;
+                match db.spec.engine {
+                    Engine::Mysql => mysql::promote(exec_pods, pod).await?,
+                    _ => postgres::promote(exec_pods, pod).await?,
+                }
                 Some(("Promoted", format!("{pod} is the primary")))
             }
             Step::Repoint { pod, primary } => {
-                postgres::repoint(exec_pods, pod, primary, &db.name_any()).await?;
+                let service = db.name_any();
+                match db.spec.engine {
+                    Engine::Mysql => mysql::repoint(exec_pods, pod, primary, &service).await?,
+                    _ => postgres::repoint(exec_pods, pod, primary, &service).await?,
+                }
                 None
             }
+            Step::Reseed { pod, primary } => {
+                mysql::reseed(exec_pods, pod, primary, &db.name_any()).await?;
+                // The copy takes over when the server starts again.
+                fence(ctx, pods, pod).await?;
+                Some((
+                    "Reseeded",
+                    format!(
+                        "{pod} held transactions {primary} does not have, or lacked ones {primary} no longer keeps; it was copied from {primary} and restarts as its replica"
+                    ),
+                ))
+            }
             Step::Synchronous { pod, on } => {
-                postgres::set_synchronous(exec_pods, pod, *on).await?;
+                match db.spec.engine {
+                    Engine::Mysql => mysql::set_synchronous(exec_pods, pod, *on).await?,
+                    _ => postgres::set_synchronous(exec_pods, pod, *on).await?,
+                }
                 let note = if *on {
                     "writes wait for a replica"
                 } else {

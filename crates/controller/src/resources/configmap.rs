@@ -1,6 +1,7 @@
 //! The ConfigMap of initialisation scripts, mounted where the official images run them
 //! once on an empty data directory: for postgres and mongodb it creates the application
-//! user, which the images' own variables would make a superuser.
+//! user, which the images' own variables would make a superuser; for mysql the
+//! replication user. It also holds the replication init container's script.
 
 use database_api::Database;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -16,7 +17,7 @@ use crate::engine::profile;
 /// replication.
 pub fn build_init_configmap(db: &Database) -> Option<ConfigMap> {
     let engine = profile(db.spec.engine);
-    let (file, script) = engine.app_user_script?;
+    let (file, script) = engine.init_script?;
     let mut data = BTreeMap::from([(file.to_owned(), script.to_owned())]);
     if let Some(replication) = engine.replication_script {
         data.insert(SCRIPT_KEY.to_owned(), replication.to_owned());
@@ -48,7 +49,7 @@ mod tests {
     use database_api::Engine;
 
     #[test]
-    fn postgres_and_mongodb_get_the_application_user_script_and_mysql_none() {
+    fn postgres_and_mongodb_get_the_application_user_script_and_mysql_the_replication_user() {
         let postgres =
             build_init_configmap(&database(Engine::Postgres, "17", 1)).expect("postgres");
         assert_eq!(postgres.metadata.name.as_deref(), Some("orders-init"));
@@ -63,6 +64,9 @@ mod tests {
         );
         let mongodb = build_init_configmap(&database(Engine::Mongodb, "7.0", 1)).expect("mongodb");
         assert!(mongodb.data.expect("data")["10-application-user.js"].contains("readWrite"));
-        assert!(build_init_configmap(&database(Engine::Mysql, "9.7", 1)).is_none());
+        let mysql = build_init_configmap(&database(Engine::Mysql, "9.7", 1)).expect("mysql");
+        let data = mysql.data.expect("data");
+        assert!(data["10-replication-user.sh"].contains("GRANT REPLICATION SLAVE, BACKUP_ADMIN"));
+        assert!(data["replication.sh"].contains("gtid-mode=ON"));
     }
 }

@@ -37,13 +37,22 @@ pub fn credential_env(db: &Database, engine: &EngineProfile, layout: Layout) -> 
     let database = from_secret(engine.database_env, DATABASE_KEY);
     match (layout, engine.root_password_env) {
         // mysql: the image's user is a plain one; root gets its own password, local only.
-        (Layout::SeparateAdmin, Some(root)) => vec![
-            from_secret(engine.user_env, USERNAME_KEY),
-            from_secret(engine.password_env, PASSWORD_KEY),
-            database,
-            from_secret(root, ADMIN_PASSWORD_KEY),
-            plain(MYSQL_ROOT_HOST),
-        ],
+        (Layout::SeparateAdmin, Some(root)) => {
+            let mut env = vec![
+                from_secret(engine.user_env, USERNAME_KEY),
+                from_secret(engine.password_env, PASSWORD_KEY),
+                database,
+                from_secret(root, ADMIN_PASSWORD_KEY),
+                plain(MYSQL_ROOT_HOST),
+            ];
+            if engine.replication_script.is_some() {
+                env.push(from_secret(
+                    REPLICATION_PASSWORD_ENV,
+                    REPLICATION_PASSWORD_KEY,
+                ));
+            }
+            env
+        }
         // postgres, mongodb: the image's user is the superuser, so it is the
         // administrator, and a script makes the application user (and, where the
         // operator runs replication, the replication user).
@@ -145,6 +154,7 @@ mod tests {
                 pair("MYSQL_DATABASE", "database"),
                 pair("MYSQL_ROOT_PASSWORD", "admin-password"),
                 pair("MYSQL_ROOT_HOST", "=localhost"),
+                pair("DATABASE_REPLICATION_PASSWORD", "replication-password"),
             ]
         );
     }

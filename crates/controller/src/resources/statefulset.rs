@@ -139,7 +139,7 @@ fn pod_spec(
     }
     // Scripts run only on an empty data directory, which a Secret of an earlier layout
     // never meets.
-    if let (Layout::SeparateAdmin, Some((file, _))) = (credentials, engine.app_user_script) {
+    if let (Layout::SeparateAdmin, Some((file, _))) = (credentials, engine.init_script) {
         mounts.push(VolumeMount {
             name: INIT_SCRIPTS_VOLUME.to_owned(),
             mount_path: INIT_SCRIPTS_DIR.to_owned(),
@@ -456,7 +456,7 @@ mod tests {
     }
 
     #[test]
-    fn the_application_user_script_is_mounted_only_where_it_can_still_run() {
+    fn the_init_script_is_mounted_only_where_it_can_still_run() {
         let has_scripts = |engine: Engine, layout: Layout| {
             let set = build_statefulset(
                 &database(engine, "17", 1),
@@ -469,8 +469,12 @@ mod tests {
         assert!(has_scripts(Engine::Postgres, Layout::SeparateAdmin));
         assert!(has_scripts(Engine::Mongodb, Layout::SeparateAdmin));
         assert!(
-            !has_scripts(Engine::Mysql, Layout::SeparateAdmin),
-            "mysql's image makes a plain user"
+            has_scripts(Engine::Mysql, Layout::SeparateAdmin),
+            "the replication user"
+        );
+        assert!(
+            !has_scripts(Engine::Mysql, Layout::MysqlRootPassword),
+            "set up by an earlier version"
         );
         assert!(
             !has_scripts(Engine::Postgres, Layout::AppIsSuperuser),
@@ -553,7 +557,7 @@ mod tests {
             Some("Delete"),
             "a replicated postgres scales away replicas only"
         );
-        let independent = database(Engine::Mysql, "9.7", 3);
+        let independent = database(Engine::Mongodb, "7.0", 3);
         assert_eq!(policy(&independent).when_scaled.as_deref(), Some("Retain"));
     }
 

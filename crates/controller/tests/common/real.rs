@@ -147,3 +147,51 @@ pub async fn hang_server(env: &Env, pod: &str, process: &str) -> u32 {
     assert!(status.success(), "SIGSTOP to {main}");
     main.parse().expect("a pid")
 }
+
+/// The mysql client takes no URI: this splits `mysql://user:password@host:port/database`
+/// (from `$URI`) and defines `sql "<statement>"` on it.
+#[allow(dead_code)]
+pub const MYSQL_FROM_URI: &str = r#"rest=${URI#mysql://}; credentials=${rest%%@*}; user=${credentials%%:*}; password=${credentials#*:}; rest=${rest#*@}; address=${rest%%/*}; database=${rest#*/}; host=${address%%:*}; port=${address#*:}; export MYSQL_PWD="$password"; sql() { mysql -h "$host" -P "$port" -u "$user" --connect-timeout=3 -N -B "$database" -e "$1"; }"#;
+
+/// Waits until the status shows every replica streaming.
+#[allow(dead_code)]
+pub async fn replicated(env: &Env, name: &str) -> Database {
+    eventually(REAL_WAIT, "Replicated=True", || async {
+        env.databases().get(name).await.ok().filter(|d| {
+            d.status.as_ref().is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.type_ == "Replicated" && c.status == "True")
+            })
+        })
+    })
+    .await
+}
+
+/// Marks the test node (un)schedulable, as a node drain would.
+#[allow(dead_code)]
+pub async fn cordon(env: &Env, unschedulable: bool) {
+    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(env.client.clone());
+    nodes
+        .patch(
+            testenv::real::NODE_NAME,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": {"unschedulable": unschedulable}})),
+        )
+        .await
+        .expect("node patched");
+}
+
+/// The status' primary once it differs from `old`.
+#[allow(dead_code)]
+pub async fn new_primary(env: &Env, name: &str, old: &str) -> String {
+    eventually(REAL_WAIT, "a new primary", || async {
+        env.databases()
+            .get(name)
+            .await
+            .ok()
+            .and_then(|d| d.status?.primary)
+            .filter(|p| p != old)
+    })
+    .await
+}

@@ -229,7 +229,7 @@ async fn a_scale_within_bounds_is_allowed_with_the_replica_warning() {
     assert_eq!(
         answer["warnings"],
         json!([
-            "spec.replicas is 3: postgres instances replicate, but mysql and mongodb extra instances are independent databases"
+            "spec.replicas is 3: postgres and mysql instances replicate, but mongodb extra instances are independent databases"
         ])
     );
     let single = answer_of(VALIDATE_PATH, scale_review(Some(1), None)).await;

@@ -1,6 +1,7 @@
 use std::time::Duration;
 
 use super::*;
+use crate::replication::gtid::GtidSet;
 
 const NOW: i64 = 1_800_000_000;
 
@@ -22,6 +23,7 @@ fn primary(ordinal: i32, position: u64) -> Instance {
             upstream: None,
             streaming: false,
             synchronous: false,
+            history: None,
         }),
     }
 }
@@ -40,6 +42,7 @@ fn replica(ordinal: i32, position: u64, upstream: &str) -> Instance {
             upstream: Some(upstream.into()),
             streaming: true,
             synchronous: false,
+            history: None,
         }),
     }
 }
@@ -320,6 +323,87 @@ fn an_instance_that_did_not_answer_keeps_its_label() {
         !steps
             .iter()
             .any(|s| matches!(s, Step::Label { pod, .. } if pod == "orders-0")),
+        "{steps:?}"
+    );
+}
+
+/// A mysql instance's history from GTID set texts.
+fn history(executed: &str, purged: &str) -> History {
+    History {
+        executed: GtidSet::parse(executed).expect("executed"),
+        purged: GtidSet::parse(purged).expect("purged"),
+    }
+}
+
+const FIRST: &str = "3e11fa47-71ca-11e1-9e33-c80aa9429562";
+const SECOND: &str = "4e11fa47-71ca-11e1-9e33-c80aa9429562";
+
+/// A mysql set: orders-0 the primary with 100 transactions (the first 20 purged), and
+/// orders-1 just started with no source and the given history.
+fn mysql_set(replica_executed: &str) -> [Instance; 2] {
+    let mut primary = primary(0, 100);
+    if let Some(engine) = primary.engine.as_mut() {
+        engine.history = Some(history(&format!("{FIRST}:1-100"), &format!("{FIRST}:1-20")));
+    }
+    let mut restarted = replica(1, 0, "orders-0");
+    if let Some(engine) = restarted.engine.as_mut() {
+        engine.upstream = None;
+        engine.streaming = false;
+        engine.history = Some(history(replica_executed, ""));
+    }
+    [primary, restarted]
+}
+
+#[test]
+fn a_mysql_instance_whose_history_the_primary_holds_is_repointed() {
+    let steps = plan(
+        "orders-0",
+        &mysql_set(&format!("{FIRST}:1-60")),
+        &wanted(2),
+        at(0),
+    );
+    assert!(
+        steps.contains(&Step::Repoint {
+            pod: "orders-1".into(),
+            primary: "orders-0".into()
+        }),
+        "{steps:?}"
+    );
+}
+
+#[test]
+fn a_mysql_instance_with_transactions_of_its_own_or_missing_purged_ones_is_reseeded() {
+    for executed in [
+        // A fresh instance's own initialisation, or an old primary's unreplicated writes.
+        format!("{FIRST}:1-60,{SECOND}:1-3"),
+        format!("{FIRST}:1-101"),
+        // Needs transactions the primary no longer has in its log.
+        format!("{FIRST}:1-10"),
+        String::new(),
+    ] {
+        let steps = plan("orders-0", &mysql_set(&executed), &wanted(2), at(0));
+        assert!(
+            steps.contains(&Step::Reseed {
+                pod: "orders-1".into(),
+                primary: "orders-0".into()
+            }),
+            "{executed}: {steps:?}"
+        );
+    }
+}
+
+#[test]
+fn a_mysql_replica_already_following_is_never_reseeded() {
+    // Read a moment after the primary: it applied a transaction the primary's answer did
+    // not include yet.
+    let [primary, mut following] = mysql_set(&format!("{FIRST}:1-101"));
+    if let Some(engine) = following.engine.as_mut() {
+        engine.upstream = Some("orders-0".into());
+        engine.streaming = true;
+    }
+    let steps = plan("orders-0", &[primary, following], &wanted(2), at(0));
+    assert!(
+        !steps.iter().any(|s| matches!(s, Step::Reseed { .. })),
         "{steps:?}"
     );
 }

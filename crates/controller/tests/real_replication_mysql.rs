@@ -1,0 +1,198 @@
+//! mysql replication on real servers: GTID replicas cloned from the primary behind the
+//! `-ro` Service, failover to the most advanced replica, the old primary rejoining as a
+//! replica, and switchover.
+
+mod common;
+
+use common::real::{
+    MYSQL_FROM_URI, REAL_WAIT, cordon, enforce_restricted, exec, new_primary, replicated,
+    run_client, wait_running,
+};
+use common::{Env, eventually};
+use serde_json::json;
+use testenv::Options;
+
+const CLIENT: &str = "mysql:9.7";
+
+async fn start() -> Env {
+    let env = Env::start(Options::real(&["mysql-9"])).await;
+    enforce_restricted(&env).await;
+    env
+}
+
+/// A client script: `body` with `sql` connected through `uri_variable` (`URI` for
+/// `-rw`, `RO_URI` for `-ro`).
+fn through(uri_variable: &str, body: &str) -> String {
+    format!("URI=\"${uri_variable}\"; {MYSQL_FROM_URI}; {body}")
+}
+
+/// Inserts row `id` through `-rw`, retrying once a second for up to 30 attempts (the
+/// Service follows a new primary within seconds), and prints `written on primary=<0|1>`
+/// with the answering server's read_only for the attempt that succeeded.
+fn write_row(id: u32) -> String {
+    through(
+        "URI",
+        &format!(
+            r#"for i in $(seq 30); do if answer=$(sql "CREATE TABLE IF NOT EXISTS orders (id int PRIMARY KEY, item text); INSERT INTO orders VALUES ({id}, 'tea'); SELECT @@global.read_only"); then echo "written on primary=$answer"; exit 0; fi; sleep 1; done; exit 1"#
+        ),
+    )
+}
+
+/// The write of [`write_row`] landed on a writable server.
+fn assert_written_on_a_primary(output: &str) {
+    assert!(
+        output
+            .lines()
+            .any(|line| line.trim() == "written on primary=0"),
+        "-rw reaches a writable primary: {output}"
+    );
+}
+
+/// Database `orders`: three mysql instances, failover after 10 s, every replica
+/// streaming.
+async fn three_with_a_short_bound(env: &Env) {
+    env.create(
+        "orders",
+        json!({"engine": "mysql", "version": "9.7", "storage": "1Gi", "replicas": 3,
+               "replication": {"failoverAfterSeconds": 10}}),
+    )
+    .await;
+    wait_running(env, "orders").await;
+    replicated(env, "orders").await;
+}
+
+/// Instance `pod` is a read-only replica streaming from the primary and holding `rows`
+/// rows of `orders`.
+async fn assert_follows_with_rows(env: &Env, pod: &str, rows: usize) {
+    let query = "SELECT @@global.super_read_only, \
+        (SELECT SERVICE_STATE FROM performance_schema.replication_connection_status WHERE CHANNEL_NAME = ''), \
+        (SELECT count(*) FROM app.orders)";
+    let expected = ["1".to_owned(), "ON".to_owned(), rows.to_string()];
+    let what = format!("{pod} a read-only replica streaming with {rows} rows");
+    eventually(REAL_WAIT, &what, || async {
+        exec(
+            env,
+            pod,
+            &[
+                "sh",
+                "-c",
+                r#"MYSQL_PWD="$MYSQL_ROOT_PASSWORD" exec mysql -uroot -N -B -e "$1""#,
+                "sh",
+                query,
+            ],
+        )
+        .await
+        .ok()
+        .filter(|answer| {
+            answer
+                .split_whitespace()
+                .eq(expected.iter().map(String::as_str))
+        })
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn three_mysql_instances_are_one_primary_and_two_gtid_replicas() {
+    let env = start().await;
+    three_with_a_short_bound(&env).await;
+    let db = env.databases().get("orders").await.expect("database");
+    let status = db.status.expect("status");
+    assert_eq!(status.primary.as_deref(), Some("orders-0"));
+    assert!(
+        status
+            .instances
+            .iter()
+            .filter(|i| i.name != "orders-0")
+            .all(|i| i.lag_transactions.is_some() && i.lag_bytes.is_none()),
+        "mysql lag counts transactions: {:?}",
+        status.instances
+    );
+
+    let (ok, output) = run_client(&env, "orders", CLIENT, &write_row(1)).await;
+    assert!(ok, "{output}");
+    assert_written_on_a_primary(&output);
+    // Read through -ro: the row arrives, on a server that refuses writes.
+    let read = through(
+        "RO_URI",
+        r#"for i in $(seq 30); do item=$(sql "SELECT item FROM orders WHERE id = 1" 2>/dev/null) && [ -n "$item" ] && break; sleep 1; done; echo "$item"; sql "SELECT @@global.super_read_only"; if sql "INSERT INTO orders VALUES (9, 'x')" 2>/dev/null; then echo "a replica took a write"; fi"#,
+    );
+    let (ok, output) = run_client(&env, "orders", CLIENT, &read).await;
+    assert!(ok, "{output}");
+    assert_eq!(
+        output.split_whitespace().collect::<Vec<_>>(),
+        ["tea", "1"],
+        "read on a read-only replica: {output}"
+    );
+    for replica in ["orders-1", "orders-2"] {
+        assert_follows_with_rows(&env, replica, 1).await;
+    }
+}
+
+#[tokio::test]
+async fn a_lost_mysql_primary_is_replaced_and_rejoins_as_a_replica() {
+    let env = start().await;
+    three_with_a_short_bound(&env).await;
+    let (ok, output) = run_client(&env, "orders", CLIENT, &write_row(1)).await;
+    assert!(ok, "{output}");
+
+    // The primary's Pod goes, and cannot come back while the node takes no new Pods.
+    cordon(&env, true).await;
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = env.api();
+    pods.delete("orders-0", &kube::api::DeleteParams::default())
+        .await
+        .expect("primary deleted");
+    let started = std::time::Instant::now();
+    let promoted = new_primary(&env, "orders", "orders-0").await;
+    eprintln!(
+        "failover to {promoted} in {:.1?} after the primary's Pod went",
+        started.elapsed()
+    );
+    // No new Pod can start on the cordoned node: write from a replica's container.
+    let output = exec(
+        &env,
+        "orders-2",
+        &[
+            "sh",
+            "-c",
+            r#"for i in $(seq 30); do if answer=$(MYSQL_PWD="$MYSQL_PASSWORD" mysql -h orders-rw -u "$MYSQL_USER" --connect-timeout=3 -N -B "$MYSQL_DATABASE" -e "INSERT INTO orders VALUES (2, 'coffee'); SELECT @@global.read_only"); then echo "written on primary=$answer"; exit 0; fi; sleep 1; done; exit 1"#,
+        ],
+    )
+    .await
+    .expect("a write through -rw");
+    assert_written_on_a_primary(&output);
+
+    // The old primary comes back read-only, and follows the new one with both rows.
+    cordon(&env, false).await;
+    replicated(&env, "orders").await;
+    assert_follows_with_rows(&env, "orders-0", 2).await;
+    let db = env.databases().get("orders").await.expect("database");
+    assert_eq!(db.status.and_then(|s| s.primary), Some(promoted));
+}
+
+#[tokio::test]
+async fn a_mysql_switchover_moves_the_primary_and_the_old_one_follows() {
+    let env = start().await;
+    three_with_a_short_bound(&env).await;
+    let (ok, output) = run_client(&env, "orders", CLIENT, &write_row(1)).await;
+    assert!(ok, "{output}");
+
+    env.databases()
+        .patch(
+            "orders",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"metadata": {"annotations": {
+                database_api::replication::SWITCHOVER_ANNOTATION: "orders-2"}}})),
+        )
+        .await
+        .expect("switchover asked");
+    let promoted = new_primary(&env, "orders", "orders-0").await;
+    assert_eq!(promoted, "orders-2");
+    let (ok, output) = run_client(&env, "orders", CLIENT, &write_row(2)).await;
+    assert!(ok, "{output}");
+    assert_written_on_a_primary(&output);
+    replicated(&env, "orders").await;
+    for replica in ["orders-0", "orders-1"] {
+        assert_follows_with_rows(&env, replica, 2).await;
+    }
+}
