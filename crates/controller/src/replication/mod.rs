@@ -156,19 +156,34 @@ fn observe_pod(pod: &Pod) -> Option<Instance> {
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"));
-    let ready = ready_condition.is_some_and(|c| c.status == "True");
+    // A Pod being deleted is going: it counts as not ready from the moment its deletion
+    // began, not from when its server finally stops (which may take the whole grace
+    // period) and a new Pod appears.
+    let deletion_began = pod.metadata.deletion_timestamp.as_ref().map(|at| {
+        let grace = pod.metadata.deletion_grace_period_seconds.unwrap_or(0);
+        at.0.checked_sub(jiff::SignedDuration::from_secs(grace))
+            .unwrap_or(at.0)
+    });
+    let condition_ready = ready_condition.is_some_and(|c| c.status == "True");
+    let ready = condition_ready && deletion_began.is_none();
     let unready_since = if ready {
         None
+    } else if condition_ready {
+        deletion_began
     } else {
-        ready_condition
+        let since = ready_condition
             .and_then(|c| c.last_transition_time.as_ref())
             .or(pod.metadata.creation_timestamp.as_ref())
-            .map(|t| t.0)
+            .map(|t| t.0);
+        match (since, deletion_began) {
+            (Some(since), Some(began)) => Some(since.min(began)),
+            (since, began) => since.or(began),
+        }
     };
     Some(Instance {
         name,
         ordinal,
-        running: pod.metadata.deletion_timestamp.is_none(),
+        running: deletion_began.is_none(),
         ready,
         unready_since,
         label: pod.labels().get(ROLE_LABEL).cloned(),
@@ -224,5 +239,56 @@ pub fn not_replicated(db: &Database) -> (bool, &'static str, String) {
             "NotConfigured",
             "instances beyond the first are independent: the operator does not run this engine's replication yet".to_owned(),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(ready: &str, deleted: Option<&str>) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {
+                "name": "orders-0",
+                "creationTimestamp": "2026-01-01T00:00:00Z",
+                "deletionTimestamp": deleted,
+                "deletionGracePeriodSeconds": deleted.map(|_| 60),
+            },
+            "status": {"conditions": [{
+                "type": "Ready", "status": ready,
+                "lastTransitionTime": "2026-01-01T00:01:00Z",
+            }]},
+        }))
+        .expect("a Pod")
+    }
+
+    #[test]
+    fn a_ready_pod_is_ready_and_an_unready_one_since_its_condition_changed() {
+        let ready = observe_pod(&pod("True", None)).expect("observed");
+        assert!(ready.ready && ready.running);
+        assert_eq!(ready.unready_since, None);
+        let unready = observe_pod(&pod("False", None)).expect("observed");
+        assert!(!unready.ready);
+        assert_eq!(
+            unready.unready_since.map(|t| t.to_string()),
+            Some("2026-01-01T00:01:00Z".to_owned())
+        );
+    }
+
+    #[test]
+    fn a_pod_being_deleted_is_unready_from_when_its_deletion_began() {
+        // Deleted at 00:10:00 with 60 s of grace: its deletionTimestamp is 00:11:00.
+        let going = observe_pod(&pod("True", Some("2026-01-01T00:11:00Z"))).expect("observed");
+        assert!(!going.ready && !going.running);
+        assert_eq!(
+            going.unready_since.map(|t| t.to_string()),
+            Some("2026-01-01T00:10:00Z".to_owned())
+        );
+        let already_unready =
+            observe_pod(&pod("False", Some("2026-01-01T00:11:00Z"))).expect("observed");
+        assert_eq!(
+            already_unready.unready_since.map(|t| t.to_string()),
+            Some("2026-01-01T00:01:00Z".to_owned())
+        );
     }
 }
