@@ -8,6 +8,7 @@ use kube::Client;
 
 use crate::events::{Publisher, Reporter};
 use crate::metrics::Metrics;
+use crate::replication::outage::Outages;
 use crate::resources::BuildConfig;
 
 /// Controller settings that are not part of any Database.
@@ -84,6 +85,8 @@ pub struct Context {
     pub settings: Settings,
     pub events: Publisher,
     pub metrics: Arc<Metrics>,
+    /// When each Database's primary was first seen not ready (see [`Outages`]).
+    pub outages: Outages,
 }
 
 impl Context {
@@ -105,6 +108,7 @@ impl Context {
             settings,
             metrics,
             backoff: Backoff::default(),
+            outages: Outages::default(),
         }
     }
 }

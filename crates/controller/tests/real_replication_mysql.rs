@@ -171,28 +171,132 @@ async fn a_lost_mysql_primary_is_replaced_and_rejoins_as_a_replica() {
 }
 
 #[tokio::test]
-async fn a_mysql_switchover_moves_the_primary_and_the_old_one_follows() {
+async fn a_mysql_switchover_under_writes_loses_no_acknowledged_write() {
     let env = start().await;
     three_with_a_short_bound(&env).await;
-    let (ok, output) = run_client(&env, "orders", CLIENT, &write_row(1)).await;
+    let switch = async {
+        tokio::time::sleep(std::time::Duration::from_secs(8)).await;
+        env.databases()
+            .patch(
+                "orders",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(json!({"metadata": {"annotations": {
+                    database_api::replication::SWITCHOVER_ANNOTATION: "orders-2"}}})),
+            )
+            .await
+            .expect("switchover asked");
+        let started = std::time::Instant::now();
+        let primary = new_primary(&env, "orders", "orders-0").await;
+        eprintln!("switchover to {primary} in {:.1?}", started.elapsed());
+        primary
+    };
+    let script = testenv::clients::mysql_writer(40, 1);
+    let ((ok, output), primary) = tokio::join!(run_client(&env, "orders", CLIENT, &script), switch);
     assert!(ok, "{output}");
+    assert_eq!(primary, "orders-2");
+    let (acknowledged, lost) = lost_writes(&env, &output).await;
+    eprintln!("{acknowledged} writes acknowledged, {} lost", lost.len());
+    assert!(acknowledged > 50, "the writer hardly wrote: {output}");
+    assert_eq!(
+        lost,
+        Vec::<u32>::new(),
+        "acknowledged writes lost in a switchover"
+    );
 
-    env.databases()
-        .patch(
-            "orders",
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(json!({"metadata": {"annotations": {
-                database_api::replication::SWITCHOVER_ANNOTATION: "orders-2"}}})),
+    // The old primary follows the new one.
+    replicated(&env, "orders").await;
+    let db = env.databases().get("orders").await.expect("database");
+    assert_eq!(
+        db.status.and_then(|s| s.primary).as_deref(),
+        Some("orders-2")
+    );
+    for replica in ["orders-0", "orders-1"] {
+        assert_follows(&env, replica).await;
+    }
+}
+
+#[tokio::test]
+async fn in_sync_mode_a_mysql_failover_loses_no_acknowledged_write() {
+    let env = start().await;
+    env.create(
+        "orders",
+        json!({"engine": "mysql", "version": "9.7", "storage": "1Gi", "replicas": 3,
+               "replication": {"mode": "Sync", "failoverAfterSeconds": 10}}),
+    )
+    .await;
+    wait_running(&env, "orders").await;
+    replicated(&env, "orders").await;
+    let semi_sync = exec(
+        &env,
+        "orders-0",
+        &[
+            "sh",
+            "-c",
+            r#"MYSQL_PWD="$MYSQL_ROOT_PASSWORD" exec mysql -uroot -N -B -e "SELECT @@global.rpl_semi_sync_source_enabled""#,
+        ],
+    )
+    .await
+    .expect("mysql");
+    assert_eq!(semi_sync.trim(), "1", "commits wait for a replica");
+
+    // The primary is killed on a cordoned node under a writer.
+    let kill = async {
+        tokio::time::sleep(std::time::Duration::from_secs(8)).await;
+        cordon(&env, true).await;
+        let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = env.api();
+        pods.delete(
+            "orders-0",
+            &kube::api::DeleteParams::default().grace_period(0),
         )
         .await
-        .expect("switchover asked");
-    let promoted = new_primary(&env, "orders", "orders-0").await;
-    assert_eq!(promoted, "orders-2");
-    let (ok, output) = run_client(&env, "orders", CLIENT, &write_row(2)).await;
+        .expect("primary killed");
+        let started = std::time::Instant::now();
+        let primary = new_primary(&env, "orders", "orders-0").await;
+        eprintln!("failover to {primary} in {:.1?}", started.elapsed());
+        cordon(&env, false).await;
+    };
+    let script = testenv::clients::mysql_writer(45, 1);
+    let ((ok, output), ()) = tokio::join!(run_client(&env, "orders", CLIENT, &script), kill);
     assert!(ok, "{output}");
-    assert_written_on_a_primary(&output);
     replicated(&env, "orders").await;
-    for replica in ["orders-0", "orders-1"] {
-        assert_follows_with_rows(&env, replica, 2).await;
-    }
+    let (acknowledged, lost) = lost_writes(&env, &output).await;
+    eprintln!("{acknowledged} writes acknowledged, {} lost", lost.len());
+    assert!(acknowledged > 50, "the writer hardly wrote: {output}");
+    assert_eq!(
+        lost,
+        Vec::<u32>::new(),
+        "acknowledged writes lost in sync mode"
+    );
+    assert_follows(&env, "orders-0").await;
+}
+
+/// How many writes the writer's output acknowledges, and those missing from the table.
+async fn lost_writes(env: &Env, output: &str) -> (usize, Vec<u32>) {
+    let acknowledged = testenv::clients::acknowledged(output);
+    let (ok, stored) = run_client(env, "orders", CLIENT, &testenv::clients::mysql_written()).await;
+    assert!(ok, "{stored}");
+    (
+        acknowledged.len(),
+        testenv::clients::lost(&acknowledged, &stored),
+    )
+}
+
+/// Instance `pod` is a read-only replica streaming from the primary.
+async fn assert_follows(env: &Env, pod: &str) {
+    let what = format!("{pod} a read-only replica streaming");
+    eventually(REAL_WAIT, &what, || async {
+        exec(
+            env,
+            pod,
+            &[
+                "sh",
+                "-c",
+                r#"MYSQL_PWD="$MYSQL_ROOT_PASSWORD" exec mysql -uroot -N -B -e "SELECT @@global.super_read_only, (SELECT SERVICE_STATE FROM performance_schema.replication_connection_status WHERE CHANNEL_NAME = '')""#,
+            ],
+        )
+        .await
+        .ok()
+        .filter(|answer| answer.split_whitespace().eq(["1", "ON"]))
+    })
+    .await;
 }

@@ -140,6 +140,30 @@ done"#,
     )
 }
 
+/// The mysql client takes no URI: this splits `mysql://user:password@host:port/database`
+/// (from `$URI`) and defines `sql "<statement>"` on it, one connection per call.
+pub const MYSQL_FROM_URI: &str = r#"rest=${URI#mysql://}; credentials=${rest%%@*}; user=${credentials%%:*}; password=${credentials#*:}; rest=${rest#*@}; address=${rest%%/*}; database=${rest#*/}; host=${address%%:*}; port=${address#*:}; export MYSQL_PWD="$password"; sql() { mysql -h "$host" -P "$port" -u "$user" --connect-timeout=3 -N -B "$database" -e "$1"; }"#;
+
+/// [`postgres_writer`] for a mysql client Pod.
+pub fn mysql_writer(seconds: u32, first: u32) -> String {
+    format!(
+        r#"{MYSQL_FROM_URI}
+sql "CREATE TABLE IF NOT EXISTS writes (id int PRIMARY KEY)"
+end=$(( $(date +%s) + {seconds} )); i={start}
+while [ "$(date +%s)" -lt "$end" ]; do
+  i=$((i + 1))
+  if sql "INSERT INTO writes VALUES ($i)" >/dev/null 2>&1; then echo "ack $i $(date +%s%3N)"; fi
+  sleep 0.05
+done"#,
+        start = first.saturating_sub(1)
+    )
+}
+
+/// Reads back every id in the mysql writer's table.
+pub fn mysql_written() -> String {
+    format!(r#"{MYSQL_FROM_URI}; sql "SELECT id FROM writes""#)
+}
+
 /// Reads back every id in the writer's table.
 pub const POSTGRES_WRITTEN: &str = r#"psql "$URI" -v ON_ERROR_STOP=1 -tAc "SELECT id FROM writes""#;
 

@@ -8,6 +8,7 @@
 
 mod gtid;
 mod mysql;
+pub mod outage;
 pub mod plan;
 mod postgres;
 mod report;
@@ -33,6 +34,8 @@ use crate::resources::replication_init::PRIMARY_KEY;
 /// How often a replicated Database is looked at again, for its replicas' lag and its
 /// primary's health, when nothing else brings it back.
 pub const REFRESH: Duration = Duration::from_secs(10);
+/// How soon a pass that changed something is followed by the next.
+const AFTER_CHANGES: Duration = Duration::from_secs(1);
 
 /// What a pass found and did, for the status and the events.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -99,6 +102,11 @@ pub async fn reconcile(
         steps::execute(ctx, db, &pods, &exec_pods, &steps, &mut report).await?;
         return Ok(report);
     }
+    if let Some(primary) = instances.iter_mut().find(|i| i.name == named) {
+        let database = format!("{namespace}/{}", db.name_any());
+        let observed = (!primary.ready).then_some(primary.unready_since).flatten();
+        primary.unready_since = ctx.outages.note(&database, named, observed);
+    }
     let asked: Vec<_> = instances
         .iter()
         .filter(|i| i.running)
@@ -132,6 +140,11 @@ pub async fn reconcile(
         ));
     }
     steps::execute(ctx, db, &pods, &exec_pods, &steps, &mut report).await?;
+    if !steps.is_empty() {
+        // What this pass changed (a promotion, a re-pointed replica) shows in the
+        // instances' answers at once: the next pass labels and reports it.
+        report.requeue = Some(AFTER_CHANGES);
+    }
     Ok(report)
 }
 

@@ -148,10 +148,9 @@ pub async fn hang_server(env: &Env, pod: &str, process: &str) -> u32 {
     main.parse().expect("a pid")
 }
 
-/// The mysql client takes no URI: this splits `mysql://user:password@host:port/database`
-/// (from `$URI`) and defines `sql "<statement>"` on it.
-#[allow(dead_code)]
-pub const MYSQL_FROM_URI: &str = r#"rest=${URI#mysql://}; credentials=${rest%%@*}; user=${credentials%%:*}; password=${credentials#*:}; rest=${rest#*@}; address=${rest%%/*}; database=${rest#*/}; host=${address%%:*}; port=${address#*:}; export MYSQL_PWD="$password"; sql() { mysql -h "$host" -P "$port" -u "$user" --connect-timeout=3 -N -B "$database" -e "$1"; }"#;
+/// The mysql client takes no URI: see [`testenv::clients::MYSQL_FROM_URI`].
+#[allow(unused_imports)]
+pub use testenv::clients::MYSQL_FROM_URI;
 
 /// Waits until the status shows every replica streaming.
 #[allow(dead_code)]
