@@ -4,7 +4,8 @@
 mod common;
 
 use common::real::{
-    REAL_WAIT, cordon, enforce_restricted, new_primary, replicated, run_client, wait_running,
+    REAL_WAIT, cordon, create_replicated, enforce_restricted, new_primary, replicated, run_client,
+    scale_and_wait_replicated, wait_running,
 };
 use common::{Env, eventually};
 use serde_json::json;
@@ -136,14 +137,12 @@ fn assert_written_on_a_primary(output: &str) {
 
 /// Database `orders`: three instances, failover after 10 s, every replica streaming.
 async fn three_with_a_short_bound(env: &Env) {
-    env.create(
-        "orders",
+    create_replicated(
+        env,
         json!({"engine": "postgres", "version": "17", "storage": "1Gi", "replicas": 3,
                "replication": {"failoverAfterSeconds": 10}}),
     )
     .await;
-    wait_running(env, "orders").await;
-    replicated(env, "orders").await;
 }
 
 /// Instance `pod` is a replica (in recovery) holding `rows` rows of `orders`.
@@ -238,32 +237,7 @@ async fn scaling_adds_and_removes_replicas_never_the_primary() {
     let (ok, output) = run_client(&env, "orders", "postgres:17", WRITE).await;
     assert!(ok, "{output}");
     for replicas in [5, 2, 1] {
-        env.databases()
-            .patch(
-                "orders",
-                &kube::api::PatchParams::default(),
-                &kube::api::Patch::Merge(json!({"spec": {"replicas": replicas}})),
-            )
-            .await
-            .expect("scaled");
-        let db = eventually(
-            REAL_WAIT,
-            &format!("{replicas} instances, replicated"),
-            || async {
-                env.databases().get("orders").await.ok().filter(|d| {
-                    d.status.as_ref().is_some_and(|s| {
-                        s.replicas == replicas
-                            && s.instances.len() == usize::try_from(replicas).unwrap_or(0)
-                            && s.conditions.iter().any(|c| {
-                                c.type_ == "Replicated"
-                                    && (c.status == "True"
-                                        || (replicas == 1 && c.reason == "SingleInstance"))
-                            })
-                    })
-                })
-            },
-        )
-        .await;
+        let db = scale_and_wait_replicated(&env, "orders", replicas).await;
         let status = db.status.expect("status");
         assert_eq!(status.primary.as_deref(), Some("orders-0"), "at {replicas}");
         let (ok, output) = run_client(

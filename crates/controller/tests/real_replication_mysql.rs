@@ -5,8 +5,8 @@
 mod common;
 
 use common::real::{
-    MYSQL_FROM_URI, REAL_WAIT, cordon, enforce_restricted, exec, new_primary, replicated,
-    run_client, wait_running,
+    MYSQL_FROM_URI, REAL_WAIT, cordon, create_replicated, enforce_restricted, exec, new_primary,
+    replicated, run_client, scale_and_wait_replicated,
 };
 use common::{Env, eventually};
 use serde_json::json;
@@ -51,14 +51,12 @@ fn assert_written_on_a_primary(output: &str) {
 /// Database `orders`: three mysql instances, failover after 10 s, every replica
 /// streaming.
 async fn three_with_a_short_bound(env: &Env) {
-    env.create(
-        "orders",
+    create_replicated(
+        env,
         json!({"engine": "mysql", "version": "9.7", "storage": "1Gi", "replicas": 3,
                "replication": {"failoverAfterSeconds": 10}}),
     )
     .await;
-    wait_running(env, "orders").await;
-    replicated(env, "orders").await;
 }
 
 /// Instance `pod` is a read-only replica streaming from the primary and holding `rows`
@@ -194,14 +192,7 @@ async fn a_mysql_switchover_under_writes_loses_no_acknowledged_write() {
     let ((ok, output), primary) = tokio::join!(run_client(&env, "orders", CLIENT, &script), switch);
     assert!(ok, "{output}");
     assert_eq!(primary, "orders-2");
-    let (acknowledged, lost) = lost_writes(&env, &output).await;
-    eprintln!("{acknowledged} writes acknowledged, {} lost", lost.len());
-    assert!(acknowledged > 50, "the writer hardly wrote: {output}");
-    assert_eq!(
-        lost,
-        Vec::<u32>::new(),
-        "acknowledged writes lost in a switchover"
-    );
+    assert_none_lost(&env, &output).await;
 
     // The old primary follows the new one.
     replicated(&env, "orders").await;
@@ -218,14 +209,12 @@ async fn a_mysql_switchover_under_writes_loses_no_acknowledged_write() {
 #[tokio::test]
 async fn in_sync_mode_a_mysql_failover_loses_no_acknowledged_write() {
     let env = start().await;
-    env.create(
-        "orders",
+    create_replicated(
+        &env,
         json!({"engine": "mysql", "version": "9.7", "storage": "1Gi", "replicas": 3,
                "replication": {"mode": "Sync", "failoverAfterSeconds": 10}}),
     )
     .await;
-    wait_running(&env, "orders").await;
-    replicated(&env, "orders").await;
     let semi_sync = exec(
         &env,
         "orders-0",
@@ -259,26 +248,24 @@ async fn in_sync_mode_a_mysql_failover_loses_no_acknowledged_write() {
     let ((ok, output), ()) = tokio::join!(run_client(&env, "orders", CLIENT, &script), kill);
     assert!(ok, "{output}");
     replicated(&env, "orders").await;
-    let (acknowledged, lost) = lost_writes(&env, &output).await;
-    eprintln!("{acknowledged} writes acknowledged, {} lost", lost.len());
-    assert!(acknowledged > 50, "the writer hardly wrote: {output}");
-    assert_eq!(
-        lost,
-        Vec::<u32>::new(),
-        "acknowledged writes lost in sync mode"
-    );
+    assert_none_lost(&env, &output).await;
     assert_follows(&env, "orders-0").await;
 }
 
-/// How many writes the writer's output acknowledges, and those missing from the table.
-async fn lost_writes(env: &Env, output: &str) -> (usize, Vec<u32>) {
+/// Every write the writer's output acknowledges is in the table (and it wrote a fair
+/// number).
+async fn assert_none_lost(env: &Env, output: &str) {
     let acknowledged = testenv::clients::acknowledged(output);
     let (ok, stored) = run_client(env, "orders", CLIENT, &testenv::clients::mysql_written()).await;
     assert!(ok, "{stored}");
-    (
+    let lost = testenv::clients::lost(&acknowledged, &stored);
+    eprintln!(
+        "{} writes acknowledged, {} lost",
         acknowledged.len(),
-        testenv::clients::lost(&acknowledged, &stored),
-    )
+        lost.len()
+    );
+    assert!(acknowledged.len() > 50, "the writer hardly wrote: {output}");
+    assert_eq!(lost, Vec::<u32>::new(), "acknowledged writes lost");
 }
 
 /// Instance `pod` is a read-only replica streaming from the primary.
@@ -299,4 +286,53 @@ async fn assert_follows(env: &Env, pod: &str) {
         .filter(|answer| answer.split_whitespace().eq(["1", "ON"]))
     })
     .await;
+}
+
+#[tokio::test]
+async fn a_hung_mysql_primary_is_fenced_replaced_and_rejoins_as_a_replica() {
+    let env = start().await;
+    three_with_a_short_bound(&env).await;
+    let (ok, output) = run_client(&env, "orders", CLIENT, &write_row(1)).await;
+    assert!(ok, "{output}");
+
+    // The server stops answering but its Pod stays: unready, not gone.
+    common::real::hang_server(&env, "orders-0", "mysqld").await;
+    let started = std::time::Instant::now();
+    let promoted = new_primary(&env, "orders", "orders-0").await;
+    eprintln!(
+        "failover to {promoted} in {:.1?} after the primary hung (readiness needs 30 s to fail)",
+        started.elapsed()
+    );
+    let (ok, output) = run_client(&env, "orders", CLIENT, &write_row(2)).await;
+    assert!(ok, "a write through -rw: {output}");
+    assert_written_on_a_primary(&output);
+
+    // The hung instance was deleted (fenced) and comes back as a replica with both rows.
+    replicated(&env, "orders").await;
+    assert_follows_with_rows(&env, "orders-0", 2).await;
+    let db = env.databases().get("orders").await.expect("database");
+    assert_eq!(db.status.and_then(|s| s.primary), Some(promoted));
+}
+
+#[tokio::test]
+async fn mysql_scaling_adds_cloned_replicas_and_removes_replicas_never_the_primary() {
+    let env = start().await;
+    three_with_a_short_bound(&env).await;
+    let (ok, output) = run_client(&env, "orders", CLIENT, &write_row(1)).await;
+    assert!(ok, "{output}");
+    for replicas in [5, 2, 1] {
+        let db = scale_and_wait_replicated(&env, "orders", replicas).await;
+        assert_eq!(
+            db.status.and_then(|s| s.primary).as_deref(),
+            Some("orders-0"),
+            "at {replicas}"
+        );
+        for ordinal in 1..replicas {
+            assert_follows_with_rows(&env, &format!("orders-{ordinal}"), 1).await;
+        }
+    }
+    // One instance left: the primary, still taking writes with the row.
+    let (ok, output) = run_client(&env, "orders", CLIENT, &write_row(2)).await;
+    assert!(ok, "{output}");
+    assert_written_on_a_primary(&output);
 }

@@ -224,7 +224,9 @@ async fn kubectl_scale_and_scale_patches_and_puts_reach_the_webhook_and_carry_it
     let (ok, stderr) = kubectl_scale(&plane, "orders-db", 3).await;
     assert!(ok, "{stderr}");
     assert!(
-        stderr.contains("Warning: spec.replicas is 3: postgres instances replicate, but mysql"),
+        stderr.contains(
+            "Warning: spec.replicas is 3: postgres and mysql instances replicate, but mongodb"
+        ),
         "{stderr}"
     );
 

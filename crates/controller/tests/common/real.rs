@@ -194,3 +194,45 @@ pub async fn new_primary(env: &Env, name: &str, old: &str) -> String {
     })
     .await
 }
+
+/// Scales Database `name` to `replicas` and waits until that many instances are ready
+/// and replicated (a single instance has nothing to replicate).
+#[allow(dead_code)]
+pub async fn scale_and_wait_replicated(env: &Env, name: &str, replicas: i32) -> Database {
+    env.databases()
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": replicas}})),
+        )
+        .await
+        .expect("scaled");
+    let count = usize::try_from(replicas).unwrap_or(0);
+    eventually(
+        REAL_WAIT,
+        &format!("{replicas} instances, replicated"),
+        || async {
+            env.databases().get(name).await.ok().filter(|d| {
+                d.status.as_ref().is_some_and(|s| {
+                    s.replicas == replicas
+                        && s.instances.len() == count
+                        && s.conditions.iter().any(|c| {
+                            c.type_ == "Replicated"
+                                && (c.status == "True"
+                                    || (replicas == 1 && c.reason == "SingleInstance"))
+                        })
+                })
+            })
+        },
+    )
+    .await
+}
+
+/// Creates Database `orders` with `spec` and waits until it runs with every replica
+/// streaming.
+#[allow(dead_code)]
+pub async fn create_replicated(env: &Env, spec: serde_json::Value) {
+    env.create("orders", spec).await;
+    wait_running(env, "orders").await;
+    replicated(env, "orders").await;
+}
