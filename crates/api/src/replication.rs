@@ -16,6 +16,10 @@ pub const LAG_BOUND_BYTES: i64 = 16 << 20;
 /// A mysql replica more than this many transactions behind the primary does not count
 /// as in step for the Replicated condition.
 pub const LAG_BOUND_TRANSACTIONS: i64 = 1000;
+/// A mongodb secondary whose last write is more than this many seconds older than the
+/// primary's does not count as in step for the Replicated condition (an idle primary
+/// writes a no-op every 10 seconds).
+pub const LAG_BOUND_SECONDS: i64 = 30;
 
 /// How the instances replicate when there is more than one.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
@@ -84,6 +88,10 @@ pub struct InstanceStatus {
     /// applied nor received yet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lag_transactions: Option<i64>,
+    /// For a mongodb secondary: how many seconds its last write is behind the
+    /// primary's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lag_seconds: Option<i64>,
 }
 
 /// The annotation that asks for a switchover: its value names the instance (a Pod of

@@ -205,21 +205,9 @@ fn check_replicas(spec: &DatabaseSpec, outcome: &mut Outcome) {
 /// The warnings for `replicas` instances of `engine` (unknown to a `kubectl scale` whose
 /// Scale does not name it), shared with the webhook's scale rules so both read alike.
 pub fn replica_warnings(replicas: i32, engine: Option<Engine>) -> Vec<String> {
+    // Every engine replicates: one primary, the others its replicas.
     let mut warnings = Vec::new();
-    if replicas <= 1 {
-        return warnings;
-    }
-    match engine {
-        // postgres and mysql instances replicate: one primary, the others its replicas.
-        Some(Engine::Postgres | Engine::Mysql) => {}
-        Some(engine) => warnings.push(format!(
-            "spec.replicas is {replicas}: the extra instances are independent databases, the operator does not replicate {engine} yet"
-        )),
-        None => warnings.push(format!(
-            "spec.replicas is {replicas}: postgres and mysql instances replicate, but mongodb extra instances are independent databases"
-        )),
-    }
-    if engine == Some(Engine::Mongodb) && replicas % 2 == 0 {
+    if engine == Some(Engine::Mongodb) && replicas > 1 && replicas % 2 == 0 {
         warnings.push(format!(
             "spec.replicas is {replicas}: an even number of mongodb members cannot break a tie in an election; prefer an odd number"
         ));

@@ -4,6 +4,8 @@
 
 use database_api::Engine;
 
+use crate::resources::credentials::{REPLICA_SET_KEY_KEY, REPLICATION_PASSWORD_KEY};
+
 /// How one engine's official image is run.
 #[derive(Debug, PartialEq, Eq)]
 pub struct EngineProfile {
@@ -16,6 +18,8 @@ pub struct EngineProfile {
     pub scheme: &'static str,
     /// Query appended to the connection URI.
     pub uri_query: &'static str,
+    /// Parameters appended to it for the read-only URI.
+    pub ro_uri_extra: &'static str,
     /// The image's non-root user and group.
     pub uid: i64,
     /// Writable folders the image needs besides its data volume, as emptyDirs, so the
@@ -39,6 +43,11 @@ pub struct EngineProfile {
     /// For engines whose replication the operator runs: the script an init container
     /// runs before the server, which makes every instance but the primary its replica.
     pub replication_script: Option<&'static str>,
+    /// The variable and credentials-Secret key of what instances replicate with: the
+    /// replication user's password, or mongodb's replica-set key.
+    pub replication_credential: (&'static str, &'static str),
+    /// Server arguments of a replicated instance.
+    pub replication_args: &'static [&'static str],
     /// Readiness check run inside the container.
     pub readiness_command: &'static [&'static str],
 }
@@ -48,6 +57,13 @@ pub const APP_USERNAME_ENV: &str = "DATABASE_APP_USERNAME";
 pub const APP_PASSWORD_ENV: &str = "DATABASE_APP_PASSWORD";
 /// The variable the replication user's password is passed in.
 pub const REPLICATION_PASSWORD_ENV: &str = "DATABASE_REPLICATION_PASSWORD";
+/// The variable mongodb's replica-set key is passed in; the init container writes it
+/// to [`MONGODB_KEYFILE`] with the owner-only mode mongod demands.
+pub const REPLICA_SET_KEY_ENV: &str = "DATABASE_REPLICA_SET_KEY";
+/// The replica set's name: every mongodb Database runs its own set, so one name serves.
+pub const MONGODB_REPLICA_SET: &str = "rs0";
+const MONGODB_KEYFILE_DIR: &str = "/etc/mongodb-keyfile";
+pub const MONGODB_KEYFILE: &str = "/etc/mongodb-keyfile/keyfile";
 /// Where the official images run initialisation scripts from.
 pub const INIT_SCRIPTS_DIR: &str = "/docker-entrypoint-initdb.d";
 
@@ -69,6 +85,7 @@ const POSTGRES: EngineProfile = EngineProfile {
     port_name: "postgres",
     scheme: "postgresql",
     uri_query: "",
+    ro_uri_extra: "",
     uid: 999,
     scratch_dirs: &["/tmp", "/var/run/postgresql"],
     user_env: "POSTGRES_USER",
@@ -81,6 +98,8 @@ const POSTGRES: EngineProfile = EngineProfile {
         include_str!("resources/scripts/postgres-application-user.sh"),
     )),
     replication_script: Some(include_str!("resources/scripts/postgres-replication.sh")),
+    replication_credential: (REPLICATION_PASSWORD_ENV, REPLICATION_PASSWORD_KEY),
+    replication_args: &[],
     readiness_command: &[
         "sh",
         "-c",
@@ -94,6 +113,7 @@ const MYSQL: EngineProfile = EngineProfile {
     port_name: "mysql",
     scheme: "mysql",
     uri_query: "",
+    ro_uri_extra: "",
     uid: 999,
     // conf.d takes the replication settings the init container writes.
     scratch_dirs: &["/tmp", "/var/run/mysqld", "/etc/mysql/conf.d"],
@@ -107,6 +127,8 @@ const MYSQL: EngineProfile = EngineProfile {
         include_str!("resources/scripts/mysql-replication-user.sh"),
     )),
     replication_script: Some(include_str!("resources/scripts/mysql-replication.sh")),
+    replication_credential: (REPLICATION_PASSWORD_ENV, REPLICATION_PASSWORD_KEY),
+    replication_args: &[],
     readiness_command: &[
         "sh",
         "-c",
@@ -121,8 +143,11 @@ const MONGODB: EngineProfile = EngineProfile {
     port_name: "mongodb",
     scheme: "mongodb",
     uri_query: "?authSource=admin",
+    // A secondary serves reads only to a client that asks for them.
+    ro_uri_extra: "&readPreference=secondaryPreferred",
     uid: 999,
-    scratch_dirs: &["/tmp"],
+    // The keyfile folder takes the replica-set key the init container writes.
+    scratch_dirs: &["/tmp", MONGODB_KEYFILE_DIR],
     user_env: "MONGO_INITDB_ROOT_USERNAME",
     password_env: "MONGO_INITDB_ROOT_PASSWORD",
     database_env: "MONGO_INITDB_DATABASE",
@@ -132,8 +157,22 @@ const MONGODB: EngineProfile = EngineProfile {
         "10-application-user.js",
         include_str!("resources/scripts/mongodb-application-user.js"),
     )),
-    replication_script: None,
-    readiness_command: &["mongosh", "--quiet", "--eval", "db.adminCommand('ping').ok"],
+    replication_script: Some(include_str!("resources/scripts/mongodb-replication.sh")),
+    replication_credential: (REPLICA_SET_KEY_ENV, REPLICA_SET_KEY_KEY),
+    replication_args: &[
+        "--replSet",
+        MONGODB_REPLICA_SET,
+        "--keyFile",
+        MONGODB_KEYFILE,
+    ],
+    // Ready once it serves: a primary, or a secondary that has caught up (not while it
+    // starts, copies its initial data or recovers).
+    readiness_command: &[
+        "mongosh",
+        "--quiet",
+        "--eval",
+        "const h = db.hello(); quit(h.isWritablePrimary || h.secondary ? 0 : 1)",
+    ],
 };
 
 /// The profile of `engine`.

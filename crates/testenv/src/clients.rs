@@ -164,6 +164,32 @@ pub fn mysql_written() -> String {
     format!(r#"{MYSQL_FROM_URI}; sql "SELECT id FROM writes""#)
 }
 
+/// [`postgres_writer`] for a mongo client Pod: one `mongosh`, a new connection through
+/// `$URI` for each write (so every write finds the current primary), the collection
+/// `writes` of the application's database.
+pub fn mongodb_writer(seconds: u32, first: u32) -> String {
+    format!(
+        r#"mongosh --nodb --quiet --eval '
+const uri = process.env.URI + "&directConnection=true&serverSelectionTimeoutMS=2000&connectTimeoutMS=2000";
+const end = Date.now() + {seconds} * 1000;
+let i = {start};
+while (Date.now() < end) {{
+  i += 1;
+  try {{
+    const m = new Mongo(uri);
+    m.getDB("app").writes.insertOne({{ _id: i }});
+    print("ack " + i + " " + Date.now());
+    m.close();
+  }} catch (e) {{}}
+  sleep(50);
+}}'"#,
+        start = first.saturating_sub(1)
+    )
+}
+
+/// Reads back every id in the mongo writer's collection, one a line, from the primary.
+pub const MONGODB_WRITTEN: &str = r#"mongosh "$URI" --quiet --eval 'db.writes.find().forEach((d) => print(d._id))'"#;
+
 /// Reads back every id in the writer's table.
 pub const POSTGRES_WRITTEN: &str = r#"psql "$URI" -v ON_ERROR_STOP=1 -tAc "SELECT id FROM writes""#;
 

@@ -159,7 +159,7 @@ mod tests {
         assert_eq!(answer["allowed"], true);
         assert_eq!(
             answer["warnings"].as_array().map(Vec::len),
-            Some(2),
+            Some(1),
             "{answer}"
         );
     }

@@ -159,9 +159,7 @@ fn more_than_one_replica_warns_only_for_engines_that_do_not_replicate() {
         &Limits::default(),
     );
     assert!(mongodb.is_allowed());
-    assert_eq!(mongodb.warnings.len(), 1, "{:?}", mongodb.warnings);
-    assert!(mongodb.warnings[0].contains("independent databases"));
-    assert!(mongodb.warnings[0].contains("mongodb"));
+    assert!(mongodb.warnings.is_empty(), "{:?}", mongodb.warnings);
 }
 
 #[test]

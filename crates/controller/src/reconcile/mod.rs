@@ -289,7 +289,7 @@ async fn apply_owned(
 
     // The StatefulSet's Pods read the credentials Secret by name, so the StatefulSet
     // does not wait for it: kubelet retries until the Secret exists.
-    let layout = Layout::of(observed.credentials.as_ref().and_then(|s| s.data.as_ref()));
+    let layout = Layout::of(db.spec.engine, observed.credentials.as_ref().and_then(|s| s.data.as_ref()));
     let replicated = replication_runs(db, layout);
     let named = replication::named_primary(db, observed.topology.as_ref());
     let desired_set = build_statefulset(
@@ -313,8 +313,10 @@ async fn apply_owned(
     announce(ctx, db, observed.statefulset.as_ref(), set_applied).await;
 
     let instances = set.status.as_ref().map_or(0, |s| s.replicas);
+    // A mongodb replica set takes no write until it is initiated, even with one member.
     let engine_pass = replicated
-        && (db.spec.replicas > 1
+        && (db.spec.engine == database_api::Engine::Mongodb
+            || db.spec.replicas > 1
             || instances > 1
             || db.spec.replication.mode == ReplicationMode::Sync);
     let report = replication::reconcile(ctx, db, namespace, &named, engine_pass).await?;
@@ -347,10 +349,7 @@ async fn apply_owned(
 /// Whether the operator runs this Database's replication: an engine it replicates, with
 /// credentials that have a replication user.
 pub(crate) fn replication_runs(db: &Database, layout: Layout) -> bool {
-    layout == Layout::SeparateAdmin
-        && crate::engine::profile(db.spec.engine)
-            .replication_script
-            .is_some()
+    layout.replicates(db.spec.engine)
 }
 
 /// `db` with as many instances as keep the named primary: a scale-down that would remove
@@ -440,7 +439,8 @@ async fn apply_the_rest(
 /// The scripts ConfigMap, where the instances run one: an engine whose image makes only a
 /// superuser, with credentials that have an administrator of their own.
 pub(crate) fn init_scripts(db: &Database, layout: Layout) -> Option<ConfigMap> {
-    (layout == Layout::SeparateAdmin)
+    layout
+        .has_admin()
         .then(|| build_init_configmap(db))
         .flatten()
 }

@@ -1,5 +1,7 @@
-//! Replication between a Database's instances, for engines whose replication the
-//! operator runs (postgres): one primary, the others streaming from it. Each pass reads
+//! Replication between a Database's instances: one primary, the others streaming from
+//! it. For postgres and mysql the operator runs the replication and the failover; a
+//! mongodb replica set elects its own primary, and the operator initiates it, changes
+//! its members and follows its elections (see [`replica_set`]). Each pass reads
 //! the instances (their Pods, and each engine's own answer through `exec`), plans the
 //! next steps purely (see [`plan`]) and carries them out: role labels the `-rw` and `-ro`
 //! Services select, failover, switchover, re-pointing, synchronous mode. The topology
@@ -7,10 +9,12 @@
 //! cut short is finished by the next.
 
 mod gtid;
+mod mongodb;
 mod mysql;
 pub mod outage;
 pub mod plan;
 mod postgres;
+mod replica_set;
 mod report;
 mod steps;
 
@@ -126,7 +130,10 @@ pub async fn reconcile(
         switchover_to: db.annotations().get(SWITCHOVER_ANNOTATION).cloned(),
     };
     let now = Timestamp::now();
-    let steps = plan::plan(named, &instances, &wanted, now);
+    let steps = match db.spec.engine {
+        Engine::Mongodb => replica_set::plan(named, &instances, &wanted),
+        Engine::Postgres | Engine::Mysql => plan::plan(named, &instances, &wanted, now),
+    };
     let mut report = report::of(named, &instances, &wanted, now);
     if let Some(target) = &wanted.switchover_to
         && !instances.iter().any(|i| i.name == *target)
@@ -156,7 +163,8 @@ async fn ask_state(
 ) -> Result<plan::EngineState, crate::exec::ExecError> {
     match engine {
         Engine::Mysql => mysql::state(pods, pod).await,
-        _ => postgres::state(pods, pod).await,
+        Engine::Mongodb => mongodb::state(pods, pod).await,
+        Engine::Postgres => postgres::state(pods, pod).await,
     }
 }
 
@@ -250,7 +258,7 @@ pub fn not_replicated(db: &Database) -> (bool, &'static str, String) {
         (
             false,
             "NotConfigured",
-            "instances beyond the first are independent: the operator does not run this engine's replication yet".to_owned(),
+            "instances beyond the first are independent: this Database's credentials were made before the operator ran its engine's replication".to_owned(),
         )
     }
 }

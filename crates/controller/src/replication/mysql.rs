@@ -143,6 +143,7 @@ fn parse_state(output: &str) -> Option<EngineState> {
             executed,
             purged: GtidSet::parse(purged)?,
         }),
+        replica_set: None,
     })
 }
 

@@ -29,6 +29,18 @@ pub struct EngineState {
     /// For engines whose replicas follow by transaction history (mysql): what the
     /// instance holds and what it no longer keeps in its log.
     pub history: Option<History>,
+    /// For engines that elect their own primary (mongodb): the replica set as the
+    /// instance sees it.
+    pub replica_set: Option<ReplicaSetView>,
+}
+
+/// A mongodb instance's view of its replica set.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplicaSetView {
+    /// It has a replica-set configuration (it was initiated, or added to one).
+    pub initiated: bool,
+    /// On a primary: the configured members, by Pod name.
+    pub members: Vec<String>,
 }
 
 /// An instance's transactions (mysql GTID sets).
@@ -87,6 +99,21 @@ pub enum Step {
     Reseed { pod: String, primary: String },
     /// Make writes on the primary wait for a replica, or not.
     Synchronous { pod: String, on: bool },
+    /// Start a replica set of one member on `pod` (mongodb).
+    Initiate { pod: String },
+    /// Add `pod` to the set, through its primary (mongodb).
+    AddMember { primary: String, pod: String },
+    /// Remove `pod` from the set, through its primary (mongodb).
+    RemoveMember { primary: String, pod: String },
+    /// Have the elected primary hand over to `to`: the secondaries in `stay_out` sit
+    /// the next election out, and the primary steps down once `to` has caught up
+    /// (mongodb).
+    HandOver {
+        primary: String,
+        to: String,
+        stay_out: Vec<String>,
+        why: Why,
+    },
 }
 
 /// Why the primary changes.
@@ -98,6 +125,8 @@ pub enum Why {
     Switchover,
     /// The primary's instance is being scaled away.
     ScaleDown,
+    /// The engine's own election chose another primary (mongodb).
+    Elected,
 }
 
 /// The steps for now, given the named primary and the instances.
@@ -170,7 +199,7 @@ fn can_follow(replica: &EngineState, primary: &EngineState) -> bool {
 /// The role labels: the primary's, each streaming replica's, and none elsewhere. An
 /// instance whose engine did not answer this time keeps its label: a slow answer must
 /// not take the primary out of `-rw`.
-fn labels(named: &str, instances: &[Instance]) -> Vec<Step> {
+pub(super) fn labels(named: &str, instances: &[Instance]) -> Vec<Step> {
     instances
         .iter()
         .filter(|i| i.running && i.engine.is_some())

@@ -111,6 +111,7 @@ fn parse_state(output: &str) -> Option<EngineState> {
         streaming,
         synchronous,
         history: None,
+        replica_set: None,
     })
 }
 
@@ -146,6 +147,7 @@ mod tests {
                 streaming: false,
                 synchronous: false,
                 history: None,
+                replica_set: None,
             }
         );
     }

@@ -4,7 +4,9 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use database_api::replication::{InstanceStatus, LAG_BOUND_BYTES, LAG_BOUND_TRANSACTIONS, Role};
+use database_api::replication::{
+    InstanceStatus, LAG_BOUND_BYTES, LAG_BOUND_SECONDS, LAG_BOUND_TRANSACTIONS, Role,
+};
 use jiff::Timestamp;
 
 use super::plan::{EngineState, Instance, Wanted};
@@ -18,19 +20,18 @@ pub fn of(named: &str, instances: &[Instance], wanted: &Wanted, now: Timestamp) 
         .and_then(|i| i.engine.as_ref())
         .filter(|e| e.primary);
     let primary_position = primary_engine.map(|e| e.position);
-    // mysql positions count transactions; postgres positions are bytes of WAL.
-    let in_transactions = primary_engine.is_some_and(|e| e.history.is_some());
-    let bound = if in_transactions {
-        LAG_BOUND_TRANSACTIONS
-    } else {
-        LAG_BOUND_BYTES
-    };
+    let unit = primary_engine.map_or(Unit::Bytes, Unit::of);
     let lag = |i: &Instance| match (&i.engine, primary_position) {
         (Some(e), Some(at)) if !e.primary => {
-            Some(i64::try_from(at.saturating_sub(e.position)).unwrap_or(i64::MAX))
+            let behind = i64::try_from(at.saturating_sub(e.position)).unwrap_or(i64::MAX);
+            Some(match unit {
+                Unit::Milliseconds => behind / 1000,
+                Unit::Bytes | Unit::Transactions => behind,
+            })
         }
         _ => None,
     };
+    let bound = unit.bound();
     let statuses: Vec<InstanceStatus> = instances
         .iter()
         .map(|i| InstanceStatus {
@@ -41,8 +42,9 @@ pub fn of(named: &str, instances: &[Instance], wanted: &Wanted, now: Timestamp) 
                 None => Role::Unknown,
             },
             ready: i.ready,
-            lag_bytes: lag(i).filter(|_| !in_transactions),
-            lag_transactions: lag(i).filter(|_| in_transactions),
+            lag_bytes: lag(i).filter(|_| unit == Unit::Bytes),
+            lag_transactions: lag(i).filter(|_| unit == Unit::Transactions),
+            lag_seconds: lag(i).filter(|_| unit == Unit::Milliseconds),
         })
         .collect();
     let in_step = |s: &&InstanceStatus| {
@@ -54,6 +56,7 @@ pub fn of(named: &str, instances: &[Instance], wanted: &Wanted, now: Timestamp) 
         }) && s
             .lag_bytes
             .or(s.lag_transactions)
+            .or(s.lag_seconds)
             .is_some_and(|l| l <= bound)
     };
     let replicas: Vec<&InstanceStatus> = statuses.iter().filter(|s| s.name != named).collect();
@@ -80,10 +83,10 @@ pub fn of(named: &str, instances: &[Instance], wanted: &Wanted, now: Timestamp) 
         let missing = usize::try_from(wanted.replicas - 1)
             .unwrap_or(0)
             .saturating_sub(replicas.len());
-        let within = if in_transactions {
-            format!("{LAG_BOUND_TRANSACTIONS} transactions")
-        } else {
-            format!("{} MiB", LAG_BOUND_BYTES >> 20)
+        let within = match unit {
+            Unit::Transactions => format!("{LAG_BOUND_TRANSACTIONS} transactions"),
+            Unit::Milliseconds => format!("{LAG_BOUND_SECONDS} seconds"),
+            Unit::Bytes => format!("{} MiB", LAG_BOUND_BYTES >> 20),
         };
         let mut message = format!("not every replica streams from {named} within {within}");
         if !behind.is_empty() {
@@ -111,6 +114,38 @@ pub fn of(named: &str, instances: &[Instance], wanted: &Wanted, now: Timestamp) 
         replicated: Some(replicated),
         events: Vec::new(),
         requeue: Some(next_look(named, instances, wanted, now)),
+    }
+}
+
+/// What an engine's log positions count.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Unit {
+    /// postgres: bytes of WAL.
+    Bytes,
+    /// mysql: transactions (GTIDs).
+    Transactions,
+    /// mongodb: the wall-clock time of the last write.
+    Milliseconds,
+}
+
+impl Unit {
+    fn of(engine: &EngineState) -> Self {
+        if engine.history.is_some() {
+            Self::Transactions
+        } else if engine.replica_set.is_some() {
+            Self::Milliseconds
+        } else {
+            Self::Bytes
+        }
+    }
+
+    /// The lag bound, in the unit status reports it in.
+    fn bound(self) -> i64 {
+        match self {
+            Self::Bytes => LAG_BOUND_BYTES,
+            Self::Transactions => LAG_BOUND_TRANSACTIONS,
+            Self::Milliseconds => LAG_BOUND_SECONDS,
+        }
     }
 }
 
@@ -144,6 +179,7 @@ pub fn unasked(named: &str, instances: &[Instance]) -> Report {
             ready: i.ready,
             lag_bytes: None,
             lag_transactions: None,
+            lag_seconds: None,
         })
         .collect();
     let primary_ready = instances.iter().any(|i| i.name == named && i.ready);

@@ -7,7 +7,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;
 
 use super::plan::{Step, Why};
-use super::{Report, mysql, postgres};
+use super::{Report, mongodb, mysql, postgres};
 use crate::context::Context;
 use crate::error::Error;
 use crate::events::EventType;
@@ -63,10 +63,50 @@ pub async fn execute(
                     ),
                 ))
             }
+            Step::Initiate { pod } => {
+                mongodb::initiate(exec_pods, pod, &host(ctx, db, pod)).await?;
+                Some((
+                    "ReplicaSetInitiated",
+                    format!("the replica set started on {pod}"),
+                ))
+            }
+            Step::AddMember { primary, pod } => {
+                mongodb::add(exec_pods, primary, &host(ctx, db, pod)).await?;
+                Some((
+                    "MemberAdded",
+                    format!("{pod} joined the replica set; it copies the data, then votes"),
+                ))
+            }
+            Step::RemoveMember { primary, pod } => {
+                mongodb::remove(exec_pods, primary, &host(ctx, db, pod)).await?;
+                Some((
+                    "MemberRemoved",
+                    format!("{pod} left the replica set before its instance is scaled away"),
+                ))
+            }
+            Step::HandOver {
+                primary,
+                to,
+                stay_out,
+                why,
+            } => {
+                for pod in stay_out {
+                    mongodb::stay_out(exec_pods, pod).await?;
+                }
+                mongodb::step_down(exec_pods, primary).await?;
+                let note = match why {
+                    Why::ScaleDown => format!(
+                        "the primary's instance is scaled away; {primary} stepped down for {to}"
+                    ),
+                    _ => format!("switching over to {to}, as asked: {primary} stepped down"),
+                };
+                Some(("SwitchingOver", note))
+            }
             Step::Synchronous { pod, on } => {
                 match db.spec.engine {
                     Engine::Mysql => mysql::set_synchronous(exec_pods, pod, *on).await?,
-                    _ => postgres::set_synchronous(exec_pods, pod, *on).await?,
+                    Engine::Mongodb => mongodb::set_synchronous(exec_pods, pod, *on).await?,
+                    Engine::Postgres => postgres::set_synchronous(exec_pods, pod, *on).await?,
                 }
                 let note = if *on {
                     "writes wait for a replica"
@@ -118,7 +158,21 @@ async fn name_primary(
             "SwitchingOver",
             format!("the primary's instance is scaled away; {to} becomes the primary"),
         ),
+        Why::Elected => (
+            "PrimaryElected",
+            format!("the replica set elected {to} its primary"),
+        ),
     })
+}
+
+/// A mongodb member's address.
+fn host(ctx: &Context, db: &Database, pod: &str) -> String {
+    mongodb::host(
+        pod,
+        &db.name_any(),
+        &db.namespace().unwrap_or_default(),
+        &ctx.settings.build.cluster_domain,
+    )
 }
 
 /// Sets (or removes) an instance's role label; a Pod gone meanwhile needs none.

@@ -24,6 +24,9 @@ pub const DATABASE_KEY: &str = "database";
 pub const ADMIN_USERNAME_KEY: &str = "admin-username";
 pub const ADMIN_PASSWORD_KEY: &str = "admin-password";
 pub const REPLICATION_PASSWORD_KEY: &str = "replication-password";
+/// The key mongodb replica-set members authenticate each other with (a keyfile's
+/// contents).
+pub const REPLICA_SET_KEY_KEY: &str = "replica-set-key";
 /// mysql's root password in Secrets made before the administrator keys existed.
 pub const ROOT_PASSWORD_KEY: &str = "root-password";
 
@@ -45,6 +48,9 @@ pub struct Credentials {
     /// The password replicas log in to the primary with (their own user, with
     /// replication rights only); `None` in a Secret made before replication existed.
     pub replication_password: Option<String>,
+    /// mongodb only: the replica set's internal key; `None` in a Secret made before the
+    /// operator ran mongodb replica sets.
+    pub replica_set_key: Option<String>,
 }
 
 /// How a credentials Secret is laid out, which decides how the instances get them.
@@ -56,17 +62,37 @@ pub enum Layout {
     MysqlRootPassword,
     /// postgres or mongodb with the application user as the superuser.
     AppIsSuperuser,
+    /// A mongodb Secret with an administrator but no replica-set key: made before the
+    /// operator ran replica sets, so its instances stay independent.
+    AdminWithoutReplicaSetKey,
 }
 
 impl Layout {
     /// The layout of a Secret's data; a Database without one gets [`Layout::SeparateAdmin`].
-    pub fn of(data: Option<&BTreeMap<String, ByteString>>) -> Self {
+    pub fn of(engine: Engine, data: Option<&BTreeMap<String, ByteString>>) -> Self {
         match data {
             None => Self::SeparateAdmin,
+            Some(data)
+                if engine == Engine::Mongodb
+                    && data.contains_key(ADMIN_PASSWORD_KEY)
+                    && !data.contains_key(REPLICA_SET_KEY_KEY) =>
+            {
+                Self::AdminWithoutReplicaSetKey
+            }
             Some(data) if data.contains_key(ADMIN_PASSWORD_KEY) => Self::SeparateAdmin,
             Some(data) if data.contains_key(ROOT_PASSWORD_KEY) => Self::MysqlRootPassword,
             Some(_) => Self::AppIsSuperuser,
         }
+    }
+
+    /// Whether the Secret has an administrator apart from the application user.
+    pub fn has_admin(self) -> bool {
+        matches!(self, Self::SeparateAdmin | Self::AdminWithoutReplicaSetKey)
+    }
+
+    /// Whether the operator runs replication for `engine` with credentials laid out so.
+    pub fn replicates(self, engine: Engine) -> bool {
+        self == Self::SeparateAdmin && profile(engine).replication_script.is_some()
     }
 }
 
@@ -99,6 +125,11 @@ impl Credentials {
             database: DEFAULT_DATABASE.to_owned(),
             admin: Some((profile(engine).admin_user.to_owned(), random_password()?)),
             replication_password: Some(random_password()?),
+            replica_set_key: if engine == Engine::Mongodb {
+                Some(random_password()?)
+            } else {
+                None
+            },
         })
     }
 
@@ -121,6 +152,7 @@ impl Credentials {
             database: get(DATABASE_KEY)?,
             admin,
             replication_password: get(REPLICATION_PASSWORD_KEY).ok(),
+            replica_set_key: get(REPLICA_SET_KEY_KEY).ok(),
         })
     }
 
@@ -137,6 +169,9 @@ impl Credentials {
         }
         if let Some(password) = &self.replication_password {
             data.insert(REPLICATION_PASSWORD_KEY.to_owned(), bytes(password));
+        }
+        if let Some(key) = &self.replica_set_key {
+            data.insert(REPLICA_SET_KEY_KEY.to_owned(), bytes(key));
         }
         data
     }
@@ -188,7 +223,10 @@ mod tests {
             assert_eq!(name, admin);
             assert_ne!(password, creds.password);
             assert_ne!(name, creds.username);
-            assert_eq!(Layout::of(Some(&creds.to_data())), Layout::SeparateAdmin);
+            assert_eq!(
+                Layout::of(engine, Some(&creds.to_data())),
+                Layout::SeparateAdmin
+            );
         }
     }
 
@@ -199,12 +237,35 @@ mod tests {
             (PASSWORD_KEY.to_owned(), bytes("p")),
             (DATABASE_KEY.to_owned(), bytes("app")),
         ]);
-        assert_eq!(Layout::of(Some(&legacy_mysql)), Layout::AppIsSuperuser);
+        assert_eq!(
+            Layout::of(Engine::Mysql, Some(&legacy_mysql)),
+            Layout::AppIsSuperuser
+        );
         legacy_mysql.insert(ROOT_PASSWORD_KEY.to_owned(), bytes("r"));
-        assert_eq!(Layout::of(Some(&legacy_mysql)), Layout::MysqlRootPassword);
+        assert_eq!(
+            Layout::of(Engine::Mysql, Some(&legacy_mysql)),
+            Layout::MysqlRootPassword
+        );
         let creds = Credentials::from_data(&legacy_mysql).expect("complete");
         assert_eq!(creds.admin, Some(("root".to_owned(), "r".to_owned())));
-        assert_eq!(Layout::of(None), Layout::SeparateAdmin);
+        assert_eq!(Layout::of(Engine::Mongodb, None), Layout::SeparateAdmin);
+    }
+
+    #[test]
+    fn a_mongodb_secret_without_a_replica_set_key_keeps_independent_instances() {
+        let mut data = Credentials::generate(Engine::Mongodb)
+            .expect("random")
+            .to_data();
+        assert!(Layout::of(Engine::Mongodb, Some(&data)).replicates(Engine::Mongodb));
+        data.remove(REPLICA_SET_KEY_KEY);
+        let layout = Layout::of(Engine::Mongodb, Some(&data));
+        assert_eq!(layout, Layout::AdminWithoutReplicaSetKey);
+        assert!(layout.has_admin() && !layout.replicates(Engine::Mongodb));
+        let postgres = Credentials::generate(Engine::Postgres).expect("random");
+        assert_eq!(postgres.replica_set_key, None);
+        assert!(
+            Layout::of(Engine::Postgres, Some(&postgres.to_data())).replicates(Engine::Postgres)
+        );
     }
 
     #[test]

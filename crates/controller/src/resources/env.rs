@@ -6,10 +6,10 @@ use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, SecretKeySelector};
 
 use super::credentials::{
     ADMIN_PASSWORD_KEY, ADMIN_USERNAME_KEY, DATABASE_KEY, Layout, PASSWORD_KEY,
-    REPLICATION_PASSWORD_KEY, ROOT_PASSWORD_KEY, USERNAME_KEY,
+    ROOT_PASSWORD_KEY, USERNAME_KEY,
 };
 use super::meta::credentials_secret_name;
-use crate::engine::{APP_PASSWORD_ENV, APP_USERNAME_ENV, EngineProfile, REPLICATION_PASSWORD_ENV};
+use crate::engine::{APP_PASSWORD_ENV, APP_USERNAME_ENV, EngineProfile};
 
 /// mysql's root account reachable only from inside the instance (over its socket).
 const MYSQL_ROOT_HOST: (&str, &str) = ("MYSQL_ROOT_HOST", "localhost");
@@ -35,9 +35,12 @@ pub fn credential_env(db: &Database, engine: &EngineProfile, layout: Layout) -> 
         ..EnvVar::default()
     };
     let database = from_secret(engine.database_env, DATABASE_KEY);
-    match (layout, engine.root_password_env) {
+    let replication = layout
+        .replicates(db.spec.engine)
+        .then(|| from_secret(engine.replication_credential.0, engine.replication_credential.1));
+    match (layout.has_admin(), engine.root_password_env) {
         // mysql: the image's user is a plain one; root gets its own password, local only.
-        (Layout::SeparateAdmin, Some(root)) => {
+        (true, Some(root)) => {
             let mut env = vec![
                 from_secret(engine.user_env, USERNAME_KEY),
                 from_secret(engine.password_env, PASSWORD_KEY),
@@ -45,18 +48,13 @@ pub fn credential_env(db: &Database, engine: &EngineProfile, layout: Layout) -> 
                 from_secret(root, ADMIN_PASSWORD_KEY),
                 plain(MYSQL_ROOT_HOST),
             ];
-            if engine.replication_script.is_some() {
-                env.push(from_secret(
-                    REPLICATION_PASSWORD_ENV,
-                    REPLICATION_PASSWORD_KEY,
-                ));
-            }
+            env.extend(replication);
             env
         }
         // postgres, mongodb: the image's user is the superuser, so it is the
         // administrator, and a script makes the application user (and, where the
         // operator runs replication, the replication user).
-        (Layout::SeparateAdmin, None) => {
+        (true, None) => {
             let mut env = vec![
                 from_secret(engine.user_env, ADMIN_USERNAME_KEY),
                 from_secret(engine.password_env, ADMIN_PASSWORD_KEY),
@@ -64,18 +62,17 @@ pub fn credential_env(db: &Database, engine: &EngineProfile, layout: Layout) -> 
                 from_secret(APP_USERNAME_ENV, USERNAME_KEY),
                 from_secret(APP_PASSWORD_ENV, PASSWORD_KEY),
             ];
-            if engine.replication_script.is_some() {
-                env.push(from_secret(
-                    REPLICATION_PASSWORD_ENV,
-                    REPLICATION_PASSWORD_KEY,
-                ));
-                // pg_rewind needs page checksums (18 has them by default).
-                env.push(plain(("POSTGRES_INITDB_ARGS", "--data-checksums")));
+            if let Some(replication) = replication {
+                env.push(replication);
+                if db.spec.engine == database_api::Engine::Postgres {
+                    // pg_rewind needs page checksums (18 has them by default).
+                    env.push(plain(("POSTGRES_INITDB_ARGS", "--data-checksums")));
+                }
             }
             env
         }
         // Secrets from earlier versions: exactly the variables those instances got.
-        (Layout::MysqlRootPassword | Layout::AppIsSuperuser, root) => {
+        (false, root) => {
             let mut env = vec![
                 from_secret(engine.user_env, USERNAME_KEY),
                 from_secret(engine.password_env, PASSWORD_KEY),

@@ -78,7 +78,7 @@ pub fn build_connection_secret(
         ("database", credentials.database.clone()),
         ("uri", uri(&host)),
         ("ro-host", ro_host.clone()),
-        ("ro-uri", uri(&ro_host)),
+        ("ro-uri", format!("{}{}", uri(&ro_host), engine.ro_uri_extra)),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), bytes(&v)))
@@ -109,6 +109,7 @@ mod tests {
             database: "app".into(),
             admin: None,
             replication_password: None,
+            replica_set_key: None,
         }
     }
 

@@ -95,8 +95,7 @@ pub fn build_statefulset(
 /// is the primary's, and a stale copy could not catch up later: the claim goes, and an
 /// instance added again starts from a fresh clone. Independent instances keep theirs.
 fn when_scaled(db: &Database, credentials: Layout) -> &'static str {
-    if credentials == Layout::SeparateAdmin && profile(db.spec.engine).replication_script.is_some()
-    {
+    if credentials.replicates(db.spec.engine) {
         "Delete"
     } else {
         "Retain"
@@ -139,7 +138,7 @@ fn pod_spec(
     }
     // Scripts run only on an empty data directory, which a Secret of an earlier layout
     // never meets.
-    if let (Layout::SeparateAdmin, Some((file, _))) = (credentials, engine.init_script) {
+    if let (true, Some((file, _))) = (credentials.has_admin(), engine.init_script) {
         mounts.push(VolumeMount {
             name: INIT_SCRIPTS_VOLUME.to_owned(),
             mount_path: INIT_SCRIPTS_DIR.to_owned(),
@@ -160,16 +159,19 @@ fn pod_spec(
             ..Volume::default()
         });
     }
-    let replicated = credentials == Layout::SeparateAdmin && engine.replication_script.is_some();
+    let replicated = credentials.replicates(db.spec.engine);
     if replicated {
         volumes.extend(replication_init::volumes(db));
     }
     let mut env = credential_env(db, engine, credentials);
-    let args = if keeps_mysql_data_at_volume_root(db) {
+    let mut args: Vec<String> = if keeps_mysql_data_at_volume_root(db) {
         Vec::new()
     } else {
         layout.args.iter().map(|a| (*a).to_owned()).collect()
     };
+    if replicated {
+        args.extend(engine.replication_args.iter().map(|a| (*a).to_owned()));
+    }
     if let Some((name, value)) = layout.env {
         env.push(EnvVar {
             name: name.to_owned(),
@@ -557,8 +559,21 @@ mod tests {
             Some("Delete"),
             "a replicated postgres scales away replicas only"
         );
-        let independent = database(Engine::Mongodb, "7.0", 3);
-        assert_eq!(policy(&independent).when_scaled.as_deref(), Some("Retain"));
+        let independent = build_statefulset(
+            &database(Engine::Mongodb, "7.0", 3),
+            &BuildConfig::default(),
+            "10Gi",
+            Layout::AdminWithoutReplicaSetKey,
+        );
+        assert_eq!(
+            independent
+                .spec
+                .and_then(|s| s.persistent_volume_claim_retention_policy)
+                .and_then(|p| p.when_scaled)
+                .as_deref(),
+            Some("Retain"),
+            "independent instances keep their data"
+        );
     }
 
     #[test]

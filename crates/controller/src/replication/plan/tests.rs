@@ -24,6 +24,7 @@ fn primary(ordinal: i32, position: u64) -> Instance {
             streaming: false,
             synchronous: false,
             history: None,
+            replica_set: None,
         }),
     }
 }
@@ -43,6 +44,7 @@ fn replica(ordinal: i32, position: u64, upstream: &str) -> Instance {
             streaming: true,
             synchronous: false,
             history: None,
+            replica_set: None,
         }),
     }
 }

@@ -1,0 +1,228 @@
+//! What the controller asks a mongodb instance, through `mongosh` in its container as
+//! the administrator the image created: its view of the replica set, and the few
+//! changes the operator makes (initiate, add or remove a member, hand the primary over,
+//! the default write concern). Elections are the replica set's own. The password
+//! reaches the shell through its environment (`process.env`), never a command line.
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::Api;
+use serde::Deserialize;
+
+use super::plan::{EngineState, ReplicaSetView};
+use crate::engine::MONGODB_REPLICA_SET;
+use crate::exec::{self, ExecError};
+
+/// How long asking an instance may take (mongosh itself needs a second or two to
+/// start): a hung one must not hold up a pass.
+const ASK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(12);
+/// How long a hand-over may take: the primary waits up to this for a secondary to
+/// catch up before it steps down.
+const CATCH_UP_SECONDS: u32 = 20;
+/// How long the stepped-down primary and the secondaries not chosen stay out of
+/// elections, so the chosen one wins.
+const STAY_OUT_SECONDS: u32 = 40;
+
+/// Logs in as the administrator before the script's own statements.
+const LOGIN: &str = "db.getSiblingDB('admin').auth(process.env.MONGO_INITDB_ROOT_USERNAME, process.env.MONGO_INITDB_ROOT_PASSWORD);\n";
+
+/// The instance's view: its set, whether it takes writes or follows, the primary it
+/// knows, how recent its last write is, and on a primary the configured members and
+/// the default write concern.
+const STATE: &str = r#"
+const h = db.adminCommand({ hello: 1 });
+const out = {
+  set: h.setName || "",
+  writable: !!h.isWritablePrimary,
+  secondary: !!h.secondary,
+  primary: h.primary || "",
+  lastWrite: h.lastWrite && h.lastWrite.lastWriteDate ? h.lastWrite.lastWriteDate.getTime() : 0,
+  members: [],
+  majority: false,
+};
+if (out.writable && out.set) {
+  out.members = db.adminCommand({ replSetGetConfig: 1 }).config.members.map((m) => m.host);
+  const c = db.adminCommand({ getDefaultRWConcern: 1 });
+  out.majority = !!(c.defaultWriteConcern && c.defaultWriteConcern.w === "majority");
+}
+print(JSON.stringify(out));
+"#;
+
+/// The answer to [`STATE`].
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Answer {
+    set: String,
+    writable: bool,
+    secondary: bool,
+    primary: String,
+    last_write: u64,
+    members: Vec<String>,
+    majority: bool,
+}
+
+/// A member's address: its Pod's DNS name under the headless Service.
+pub fn host(pod: &str, service: &str, namespace: &str, cluster_domain: &str) -> String {
+    format!("{pod}.{service}.{namespace}.svc.{cluster_domain}:27017")
+}
+
+/// The Pod a member's address names.
+fn pod_of(host: &str) -> Option<String> {
+    host.split(['.', ':'])
+        .next()
+        .filter(|p| !p.is_empty())
+        .map(str::to_owned)
+}
+
+/// Runs a script as the administrator; its output.
+async fn shell(
+    pods: &Api<Pod>,
+    pod: &str,
+    script: &str,
+    within: std::time::Duration,
+) -> Result<String, ExecError> {
+    let script = format!("{LOGIN}{script}");
+    exec::run_within(
+        pods,
+        pod,
+        &[
+            "mongosh",
+            "--quiet",
+            "--norc",
+            "mongodb://127.0.0.1:27017/admin?directConnection=true&serverSelectionTimeoutMS=3000",
+            "--eval",
+            &script,
+        ],
+        within,
+    )
+    .await
+}
+
+/// The instance's state.
+pub async fn state(pods: &Api<Pod>, pod: &str) -> Result<EngineState, ExecError> {
+    let output = shell(pods, pod, STATE, ASK_TIMEOUT).await?;
+    parse_state(&output).ok_or_else(|| ExecError::Failed {
+        pod: pod.to_owned(),
+        stderr: format!("unexpected answer {output:?}"),
+    })
+}
+
+/// Makes `pod` a replica set of one member, itself; the others are added one by one.
+/// Replicas copy from the primary, not from each other, as the other engines do.
+pub async fn initiate(pods: &Api<Pod>, pod: &str, host: &str) -> Result<(), ExecError> {
+    let script = format!(
+        r#"const r = rs.initiate({{ _id: "{MONGODB_REPLICA_SET}", members: [{{ _id: 0, host: "{host}" }}], settings: {{ chainingAllowed: false }} }});
+if (!r.ok) {{ throw new Error(r.errmsg); }}"#
+    );
+    shell(pods, pod, &script, ASK_TIMEOUT).await.map(|_| ())
+}
+
+/// Adds a member (it copies the data, then votes once it caught up).
+pub async fn add(pods: &Api<Pod>, primary: &str, host: &str) -> Result<(), ExecError> {
+    let script = format!(
+        r#"const r = rs.add({{ host: "{host}" }}); if (!r.ok) {{ throw new Error(r.errmsg); }}"#
+    );
+    shell(pods, primary, &script, ASK_TIMEOUT).await.map(|_| ())
+}
+
+/// Removes a member from the set's configuration.
+pub async fn remove(pods: &Api<Pod>, primary: &str, host: &str) -> Result<(), ExecError> {
+    let script =
+        format!(r#"const r = rs.remove("{host}"); if (!r.ok) {{ throw new Error(r.errmsg); }}"#);
+    shell(pods, primary, &script, ASK_TIMEOUT).await.map(|_| ())
+}
+
+/// Keeps a secondary out of elections for a while, so another wins.
+pub async fn stay_out(pods: &Api<Pod>, pod: &str) -> Result<(), ExecError> {
+    let script = format!("db.adminCommand({{ replSetFreeze: {STAY_OUT_SECONDS} }});");
+    shell(pods, pod, &script, ASK_TIMEOUT).await.map(|_| ())
+}
+
+/// Has the primary step down once a secondary has every write it acknowledged: it
+/// stops taking writes, waits for one to catch up, and stays out of the next election.
+pub async fn step_down(pods: &Api<Pod>, primary: &str) -> Result<(), ExecError> {
+    let script = format!(
+        r#"const r = db.adminCommand({{ replSetStepDown: {STAY_OUT_SECONDS}, secondaryCatchUpPeriodSecs: {CATCH_UP_SECONDS} }});
+if (!r.ok) {{ throw new Error(r.errmsg); }}"#
+    );
+    let within = std::time::Duration::from_secs(u64::from(CATCH_UP_SECONDS) + 15);
+    shell(pods, primary, &script, within).await.map(|_| ())
+}
+
+/// Acknowledges writes once a majority of members has them (sync), or once the
+/// primary has (async): the set's default write concern.
+pub async fn set_synchronous(pods: &Api<Pod>, primary: &str, on: bool) -> Result<(), ExecError> {
+    let w = if on { r#""majority""# } else { "1" };
+    let script = format!(
+        r#"const r = db.adminCommand({{ setDefaultRWConcern: 1, defaultWriteConcern: {{ w: {w} }} }});
+if (!r.ok) {{ throw new Error(r.errmsg); }}"#
+    );
+    shell(pods, primary, &script, ASK_TIMEOUT).await.map(|_| ())
+}
+
+/// The printed answer into a state.
+fn parse_state(output: &str) -> Option<EngineState> {
+    let line = output.lines().rev().find(|l| l.trim_start().starts_with('{'))?;
+    let answer: Answer = serde_json::from_str(line).ok()?;
+    let initiated = !answer.set.is_empty();
+    Some(EngineState {
+        primary: answer.writable,
+        position: answer.last_write,
+        upstream: answer
+            .secondary
+            .then(|| pod_of(&answer.primary))
+            .flatten(),
+        streaming: answer.secondary,
+        synchronous: answer.majority,
+        history: None,
+        replica_set: Some(ReplicaSetView {
+            initiated,
+            members: answer.members.iter().filter_map(|h| pod_of(h)).collect(),
+        }),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_primary_names_the_members_of_its_set() {
+        let state = parse_state(
+            r#"{"set":"rs0","writable":true,"secondary":false,"primary":"orders-0.orders.shop.svc.cluster.local:27017","lastWrite":1700000000123,"members":["orders-0.orders.shop.svc.cluster.local:27017","orders-1.orders.shop.svc.cluster.local:27017"],"majority":true}"#,
+        )
+        .expect("parsed");
+        assert!(state.primary && state.synchronous);
+        assert_eq!(state.position, 1_700_000_000_123);
+        let set = state.replica_set.expect("a replica set");
+        assert!(set.initiated);
+        assert_eq!(set.members, ["orders-0", "orders-1"]);
+    }
+
+    #[test]
+    fn a_secondary_follows_the_primary_it_knows() {
+        let state = parse_state(
+            "warning first\n{\"set\":\"rs0\",\"writable\":false,\"secondary\":true,\"primary\":\"orders-2.orders.shop.svc.cluster.local:27017\",\"lastWrite\":5,\"members\":[],\"majority\":false}\n",
+        )
+        .expect("parsed");
+        assert!(!state.primary && state.streaming);
+        assert_eq!(state.upstream.as_deref(), Some("orders-2"));
+    }
+
+    #[test]
+    fn an_instance_without_a_configuration_is_not_initiated() {
+        let state = parse_state(
+            r#"{"set":"","writable":false,"secondary":false,"primary":"","lastWrite":0,"members":[],"majority":false}"#,
+        )
+        .expect("parsed");
+        assert!(!state.replica_set.expect("a view").initiated);
+        assert_eq!(state.upstream, None);
+        assert_eq!(parse_state("MongoServerError: Authentication failed."), None);
+    }
+
+    #[test]
+    fn members_are_addressed_by_their_pods_dns_names() {
+        let address = host("orders-1", "orders", "shop", "cluster.local");
+        assert_eq!(address, "orders-1.orders.shop.svc.cluster.local:27017");
+        assert_eq!(pod_of(&address).as_deref(), Some("orders-1"));
+    }
+}

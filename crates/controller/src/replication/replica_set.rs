@@ -1,0 +1,160 @@
+//! The decisions for engines that elect their own primary (mongodb), pure: the
+//! operator initiates the replica set, adds and removes members as the Database scales,
+//! hands the primary over when asked (or when its instance is scaled away), and follows
+//! the elections: it names the elected primary in the topology, and moves the role
+//! labels the `-rw` and `-ro` Services select. One step at a time, each safe to repeat.
+//!
+//! `-rw` never selects two Pods: only the instance the topology names carries the
+//! primary label, and a newly elected primary is named (and the old one unlabelled) one
+//! pass before it is labelled. The replica set itself never lets two primaries commit a
+//! majority write: a write acknowledged by a majority survives any election.
+
+use super::plan::{Instance, Step, Wanted, Why, labels};
+use crate::resources::meta::PRIMARY;
+
+/// The steps for now, given the named primary and the instances.
+pub fn plan(named: &str, instances: &[Instance], wanted: &Wanted) -> Vec<Step> {
+    let initiated = |i: &&Instance| {
+        i.engine
+            .as_ref()
+            .and_then(|e| e.replica_set.as_ref())
+            .is_some_and(|s| s.initiated)
+    };
+    if !instances.iter().any(|i| initiated(&i)) {
+        return initiate(named, instances);
+    }
+    let writable: Vec<&Instance> = instances
+        .iter()
+        .filter(|i| i.engine.as_ref().is_some_and(|e| e.primary))
+        .collect();
+    let [elected] = writable.as_slice() else {
+        // None yet (an election is under way), or two for a moment (an old primary
+        // that has not noticed it lost): `-rw` keeps only the named one meanwhile.
+        return unlabel_all_but(named, instances);
+    };
+    if elected.name != named {
+        let mut steps = vec![Step::NamePrimary {
+            to: elected.name.clone(),
+            why: Why::Elected,
+        }];
+        steps.extend(unlabel_all_but(&elected.name, instances));
+        return steps;
+    }
+    let mut steps = labels(named, instances);
+    steps.extend(membership(elected, instances, wanted));
+    steps
+}
+
+/// Initiating a set of one: only once every running instance answered and none has a
+/// configuration, so a set is never started twice.
+fn initiate(named: &str, instances: &[Instance]) -> Vec<Step> {
+    let all_answered = instances
+        .iter()
+        .filter(|i| i.running)
+        .all(|i| i.engine.is_some());
+    let first = instances
+        .iter()
+        .find(|i| i.name == named && i.running && i.engine.is_some());
+    match first {
+        Some(first) if all_answered => vec![Step::Initiate {
+            pod: first.name.clone(),
+        }],
+        _ => Vec::new(),
+    }
+}
+
+/// Removing the primary label from every instance but `keep`.
+fn unlabel_all_but(keep: &str, instances: &[Instance]) -> Vec<Step> {
+    instances
+        .iter()
+        .filter(|i| i.name != keep && i.label.as_deref() == Some(PRIMARY))
+        .map(|i| Step::Label {
+            pod: i.name.clone(),
+            role: None,
+        })
+        .collect()
+}
+
+/// Hand-overs, then one change of membership, then the write concern.
+fn membership(primary: &Instance, instances: &[Instance], wanted: &Wanted) -> Vec<Step> {
+    let members: &[String] = primary
+        .engine
+        .as_ref()
+        .and_then(|e| e.replica_set.as_ref())
+        .map_or(&[], |s| &s.members);
+    let is_member = |name: &str| members.iter().any(|m| m == name);
+    let caught_up_secondary = |i: &&Instance| {
+        i.ready
+            && i.running
+            && i.ordinal < wanted.replicas
+            && is_member(&i.name)
+            && i.engine
+                .as_ref()
+                .is_some_and(|e| !e.primary && e.streaming)
+    };
+    let hand_over = |to: String, why: Why| {
+        let stay_out = instances
+            .iter()
+            .filter(|i| i.name != to && i.name != primary.name && i.running)
+            .filter(|i| i.engine.as_ref().is_some_and(|e| e.streaming))
+            .map(|i| i.name.clone())
+            .collect();
+        vec![Step::HandOver {
+            primary: primary.name.clone(),
+            to,
+            stay_out,
+            why,
+        }]
+    };
+    if let Some(target) = &wanted.switchover_to
+        && *target != primary.name
+        && instances
+            .iter()
+            .any(|i| i.name == *target && caught_up_secondary(&i))
+    {
+        return hand_over(target.clone(), Why::Switchover);
+    }
+    if primary.ordinal >= wanted.replicas {
+        return instances
+            .iter()
+            .filter(caught_up_secondary)
+            .max_by_key(|i| (i.engine.as_ref().map_or(0, |e| e.position), -i.ordinal))
+            .map(|to| hand_over(to.name.clone(), Why::ScaleDown))
+            .unwrap_or_default();
+    }
+    // Members scaled away go first, the highest first, before their Pods are gone.
+    let leaving = members
+        .iter()
+        .filter(|m| super::ordinal(m).is_some_and(|o| o >= wanted.replicas))
+        .max_by_key(|m| super::ordinal(m));
+    if let Some(pod) = leaving {
+        return vec![Step::RemoveMember {
+            primary: primary.name.clone(),
+            pod: pod.clone(),
+        }];
+    }
+    let joining = instances.iter().find(|i| {
+        i.running && i.ordinal < wanted.replicas && i.engine.is_some() && !is_member(&i.name)
+    });
+    if let Some(joining) = joining {
+        return vec![Step::AddMember {
+            primary: primary.name.clone(),
+            pod: joining.name.clone(),
+        }];
+    }
+    let synchronous = wanted.synchronous && wanted.replicas > 1;
+    if primary
+        .engine
+        .as_ref()
+        .is_some_and(|e| e.synchronous != synchronous)
+    {
+        return vec![Step::Synchronous {
+            pod: primary.name.clone(),
+            on: synchronous,
+        }];
+    }
+    Vec::new()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,215 @@
+use std::time::Duration;
+
+use super::*;
+use crate::replication::plan::{EngineState, ReplicaSetView};
+
+fn member(ordinal: i32, primary: bool, members: &[i32]) -> Instance {
+    Instance {
+        name: format!("orders-{ordinal}"),
+        ordinal,
+        running: true,
+        ready: true,
+        unready_since: None,
+        label: Some(if primary { "primary" } else { "replica" }.into()),
+        engine: Some(EngineState {
+            primary,
+            position: 100,
+            upstream: (!primary).then(|| "orders-0".into()),
+            streaming: !primary,
+            synchronous: false,
+            history: None,
+            replica_set: Some(ReplicaSetView {
+                initiated: true,
+                members: members.iter().map(|o| format!("orders-{o}")).collect(),
+            }),
+        }),
+    }
+}
+
+fn fresh(ordinal: i32) -> Instance {
+    let mut instance = member(ordinal, false, &[]);
+    instance.label = None;
+    if let Some(engine) = instance.engine.as_mut() {
+        engine.upstream = None;
+        engine.streaming = false;
+        engine.replica_set = Some(ReplicaSetView {
+            initiated: false,
+            members: Vec::new(),
+        });
+    }
+    instance
+}
+
+fn wanted(replicas: i32) -> Wanted {
+    Wanted {
+        replicas,
+        synchronous: false,
+        failover_after: Duration::from_secs(30),
+        switchover_to: None,
+    }
+}
+
+#[test]
+fn a_new_set_is_initiated_on_the_named_instance_once_every_instance_answered() {
+    let mut silent = fresh(1);
+    silent.engine = None;
+    assert_eq!(
+        plan("orders-0", &[fresh(0), silent], &wanted(2)),
+        [],
+        "an instance that did not answer may already hold a configuration"
+    );
+    assert_eq!(
+        plan("orders-0", &[fresh(0), fresh(1)], &wanted(2)),
+        [Step::Initiate {
+            pod: "orders-0".into()
+        }]
+    );
+}
+
+#[test]
+fn instances_join_one_at_a_time_and_the_set_follows_the_spec() {
+    let set = [member(0, true, &[0]), fresh(1), fresh(2)];
+    assert_eq!(
+        plan("orders-0", &set, &wanted(3)),
+        [Step::AddMember {
+            primary: "orders-0".into(),
+            pod: "orders-1".into()
+        }]
+    );
+    let whole = [
+        member(0, true, &[0, 1, 2]),
+        member(1, false, &[]),
+        member(2, false, &[]),
+    ];
+    assert_eq!(plan("orders-0", &whole, &wanted(3)), []);
+}
+
+#[test]
+fn members_scaled_away_are_removed_highest_first() {
+    let set = [
+        member(0, true, &[0, 1, 2, 3, 4]),
+        member(1, false, &[]),
+        member(2, false, &[]),
+        member(3, false, &[]),
+        member(4, false, &[]),
+    ];
+    assert_eq!(
+        plan("orders-0", &set, &wanted(2)),
+        [Step::RemoveMember {
+            primary: "orders-0".into(),
+            pod: "orders-4".into()
+        }]
+    );
+}
+
+#[test]
+fn a_primary_scaled_away_hands_over_to_a_caught_up_secondary_that_stays() {
+    let mut set = [
+        member(0, false, &[]),
+        member(1, false, &[]),
+        member(2, true, &[0, 1, 2]),
+    ];
+    for instance in &mut set[..2] {
+        if let Some(engine) = instance.engine.as_mut() {
+            engine.upstream = Some("orders-2".into());
+        }
+    }
+    assert_eq!(
+        plan("orders-2", &set, &wanted(2)),
+        [Step::HandOver {
+            primary: "orders-2".into(),
+            to: "orders-0".into(),
+            stay_out: vec!["orders-1".into()],
+            why: Why::ScaleDown,
+        }]
+    );
+}
+
+#[test]
+fn a_switchover_hands_over_to_the_instance_asked_for() {
+    let set = [
+        member(0, true, &[0, 1, 2]),
+        member(1, false, &[]),
+        member(2, false, &[]),
+    ];
+    let mut asked = wanted(3);
+    asked.switchover_to = Some("orders-2".into());
+    assert_eq!(
+        plan("orders-0", &set, &asked),
+        [Step::HandOver {
+            primary: "orders-0".into(),
+            to: "orders-2".into(),
+            stay_out: vec!["orders-1".into()],
+            why: Why::Switchover,
+        }]
+    );
+    let mut not_ready = set.clone();
+    not_ready[2].ready = false;
+    assert_eq!(plan("orders-0", &not_ready, &asked), []);
+}
+
+#[test]
+fn an_election_is_followed_named_first_and_labelled_on_the_next_pass() {
+    let mut gone = member(0, true, &[0, 1, 2]);
+    gone.running = false;
+    gone.engine = None;
+    let mut set = [gone, member(1, true, &[0, 1, 2]), member(2, false, &[])];
+    set[1].label = Some("replica".into());
+    assert_eq!(
+        plan("orders-0", &set, &wanted(3)),
+        [
+            Step::NamePrimary {
+                to: "orders-1".into(),
+                why: Why::Elected
+            },
+            Step::Label {
+                pod: "orders-0".into(),
+                role: None
+            },
+        ]
+    );
+}
+
+#[test]
+fn while_no_single_instance_takes_writes_only_the_named_one_keeps_the_primary_label() {
+    let mut set = [
+        member(0, false, &[]),
+        member(1, false, &[]),
+        member(2, false, &[]),
+    ];
+    set[2].label = Some("primary".into());
+    assert_eq!(
+        plan("orders-0", &set, &wanted(3)),
+        [Step::Label {
+            pod: "orders-2".into(),
+            role: None
+        }]
+    );
+    let two = [
+        member(0, true, &[0, 1]),
+        member(1, true, &[0, 1]),
+        member(2, false, &[]),
+    ];
+    assert_eq!(
+        plan("orders-0", &two, &wanted(3)),
+        [Step::Label {
+            pod: "orders-1".into(),
+            role: None
+        }],
+        "two answering as primary for a moment: only the named one keeps the label"
+    );
+}
+
+#[test]
+fn sync_mode_sets_the_majority_write_concern() {
+    let set = [member(0, true, &[0, 1]), member(1, false, &[])];
+    let mut sync = wanted(2);
+    sync.synchronous = true;
+    assert_eq!(
+        plan("orders-0", &set, &sync),
+        [Step::Synchronous {
+            pod: "orders-0".into(),
+            on: true
+        }]
+    );
+}

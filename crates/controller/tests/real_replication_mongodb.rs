@@ -1,0 +1,266 @@
+//! mongodb replica sets on real servers: the operator initiates the set and adds
+//! members, `-ro` reaches a secondary, the set's own election replaces a lost primary
+//! and the operator follows it, a switchover under writes loses no acknowledged write,
+//! and scaling adds and removes members, never the primary.
+
+mod common;
+
+use common::real::{
+    REAL_WAIT, cordon, create_replicated, enforce_restricted, exec, new_primary, replicated,
+    run_client, scale_and_wait_replicated,
+};
+use common::{Env, eventually};
+use serde_json::json;
+use testenv::Options;
+
+const CLIENT: &str = "mongo:6.0";
+
+async fn start() -> Env {
+    let env = Env::start(Options::real(&["mongo-6.0"])).await;
+    enforce_restricted(&env).await;
+    env
+}
+
+/// Database `orders`: a replica set of `replicas` members, every secondary in step.
+async fn replica_set(env: &Env, replicas: i32) {
+    create_replicated(
+        env,
+        json!({"engine": "mongodb", "version": "6.0", "storage": "1Gi", "replicas": replicas}),
+    )
+    .await;
+}
+
+/// Inserts document `id` through `-rw`, retrying once a second for up to 40 attempts
+/// (an election takes about ten seconds), and prints `written on primary=<true|false>`
+/// with what the answering server says of itself.
+fn write_document(uri: &str, id: u32) -> String {
+    format!(
+        r#"for i in $(seq 40); do if answer=$(mongosh "{uri}" --quiet --eval 'db.orders.insertOne({{ _id: {id}, item: "tea" }}); print(db.hello().isWritablePrimary)' 2>/dev/null); then echo "written on primary=$answer"; exit 0; fi; sleep 1; done; exit 1"#
+    )
+}
+
+/// The write of [`write_document`] landed on the primary.
+fn assert_written_on_a_primary(output: &str) {
+    assert!(
+        output
+            .lines()
+            .any(|line| line.trim() == "written on primary=true"),
+        "-rw reaches the primary: {output}"
+    );
+}
+
+/// What member `pod` says of itself, as the administrator: its state and how many
+/// documents `app.orders` holds on it.
+const MEMBER: &str = r#"mongosh --quiet --eval '
+db.getSiblingDB("admin").auth(process.env.MONGO_INITDB_ROOT_USERNAME, process.env.MONGO_INITDB_ROOT_PASSWORD);
+db.getMongo().setReadPref("secondaryPreferred");
+print(db.hello().secondary ? "SECONDARY" : db.hello().isWritablePrimary ? "PRIMARY" : "OTHER");
+print(db.getSiblingDB("app").orders.countDocuments({}))'"#;
+
+/// Member `pod` is a secondary holding `documents` documents.
+async fn assert_secondary_with(env: &Env, pod: &str, documents: usize) {
+    let what = format!("{pod} a secondary with {documents} documents");
+    let expected = ["SECONDARY".to_owned(), documents.to_string()];
+    eventually(REAL_WAIT, &what, || async {
+        exec(env, pod, &["sh", "-c", MEMBER])
+            .await
+            .ok()
+            .filter(|answer| {
+                answer
+                    .split_whitespace()
+                    .eq(expected.iter().map(String::as_str))
+            })
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn three_mongodb_instances_are_one_replica_set_read_through_ro() {
+    let env = start().await;
+    replica_set(&env, 3).await;
+    let db = env.databases().get("orders").await.expect("database");
+    let status = db.status.expect("status");
+    assert_eq!(status.primary.as_deref(), Some("orders-0"));
+    assert!(
+        status
+            .instances
+            .iter()
+            .filter(|i| i.name != "orders-0")
+            .all(|i| i.lag_seconds.is_some() && i.lag_bytes.is_none()),
+        "mongodb lag is in seconds: {:?}",
+        status.instances
+    );
+
+    let (ok, output) = run_client(&env, "orders", CLIENT, &write_document("$URI", 1)).await;
+    assert!(ok, "{output}");
+    assert_written_on_a_primary(&output);
+    // Read through -ro: the document arrives, on a secondary that refuses writes.
+    let read = r#"for i in $(seq 30); do item=$(mongosh "$RO_URI" --quiet --eval 'const d = db.orders.findOne({ _id: 1 }); print(d ? d.item : "")' 2>/dev/null) && [ -n "$item" ] && break; sleep 1; done; echo "$item"
+mongosh "$RO_URI" --quiet --eval 'print(db.hello().secondary)'
+if mongosh "$RO_URI" --quiet --eval 'db.orders.insertOne({ _id: 9 })' >/dev/null 2>&1; then echo "a secondary took a write"; fi"#;
+    let (ok, output) = run_client(&env, "orders", CLIENT, read).await;
+    assert!(ok, "{output}");
+    assert_eq!(
+        output.split_whitespace().collect::<Vec<_>>(),
+        ["tea", "true"],
+        "read on a secondary: {output}"
+    );
+    for member in ["orders-1", "orders-2"] {
+        assert_secondary_with(&env, member, 1).await;
+    }
+    // The members authenticate each other with the replica-set key, never the
+    // application's password.
+    let members = exec(
+        &env,
+        "orders-0",
+        &[
+            "sh",
+            "-c",
+            r#"mongosh --quiet --eval 'db.getSiblingDB("admin").auth(process.env.MONGO_INITDB_ROOT_USERNAME, process.env.MONGO_INITDB_ROOT_PASSWORD); print(rs.conf().members.length, rs.conf().settings.chainingAllowed)'; stat -c '%a' /etc/mongodb-keyfile/keyfile"#,
+        ],
+    )
+    .await
+    .expect("mongosh");
+    assert_eq!(
+        members.split_whitespace().collect::<Vec<_>>(),
+        ["3", "false", "400"],
+        "{members}"
+    );
+}
+
+#[tokio::test]
+async fn a_lost_mongodb_primary_is_replaced_by_election_and_rejoins_as_a_secondary() {
+    let env = start().await;
+    replica_set(&env, 3).await;
+    let (ok, output) = run_client(&env, "orders", CLIENT, &write_document("$URI", 1)).await;
+    assert!(ok, "{output}");
+
+    // The primary's Pod goes, and cannot come back while the node takes no new Pods.
+    cordon(&env, true).await;
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = env.api();
+    pods.delete("orders-0", &kube::api::DeleteParams::default())
+        .await
+        .expect("primary deleted");
+    let started = std::time::Instant::now();
+    let elected = new_primary(&env, "orders", "orders-0").await;
+    eprintln!(
+        "{elected} elected and followed in {:.1?} after the primary's Pod went",
+        started.elapsed()
+    );
+    // No new Pod can start on the cordoned node: write from a secondary's container.
+    let output = exec(
+        &env,
+        "orders-1",
+        &[
+            "sh",
+            "-c",
+            &write_document(
+                "mongodb://$DATABASE_APP_USERNAME:$DATABASE_APP_PASSWORD@orders-rw:27017/app?authSource=admin",
+                2,
+            ),
+        ],
+    )
+    .await
+    .expect("a write through -rw");
+    assert_written_on_a_primary(&output);
+
+    // The old primary comes back as a secondary with both documents.
+    cordon(&env, false).await;
+    replicated(&env, "orders").await;
+    assert_secondary_with(&env, "orders-0", 2).await;
+    let db = env.databases().get("orders").await.expect("database");
+    assert_eq!(db.status.and_then(|s| s.primary), Some(elected));
+}
+
+#[tokio::test]
+async fn a_mongodb_switchover_under_writes_loses_no_acknowledged_write() {
+    let env = start().await;
+    replica_set(&env, 3).await;
+    let switch = async {
+        tokio::time::sleep(std::time::Duration::from_secs(10)).await;
+        env.databases()
+            .patch(
+                "orders",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(json!({"metadata": {"annotations": {
+                    database_api::replication::SWITCHOVER_ANNOTATION: "orders-2"}}})),
+            )
+            .await
+            .expect("switchover asked");
+        let started = std::time::Instant::now();
+        let primary = new_primary(&env, "orders", "orders-0").await;
+        eprintln!("switchover to {primary} in {:.1?}", started.elapsed());
+        primary
+    };
+    let script = testenv::clients::mongodb_writer(45, 1);
+    let ((ok, output), primary) = tokio::join!(run_client(&env, "orders", CLIENT, &script), switch);
+    assert!(ok, "{output}");
+    assert_eq!(primary, "orders-2");
+
+    let acknowledged = testenv::clients::acknowledged(&output);
+    let (ok, stored) =
+        run_client(&env, "orders", CLIENT, testenv::clients::MONGODB_WRITTEN).await;
+    assert!(ok, "{stored}");
+    let lost = testenv::clients::lost(&acknowledged, &stored);
+    eprintln!(
+        "{} writes acknowledged, {} lost",
+        acknowledged.len(),
+        lost.len()
+    );
+    assert!(acknowledged.len() > 50, "the writer hardly wrote: {output}");
+    assert_eq!(lost, Vec::<u32>::new(), "acknowledged writes lost");
+
+    replicated(&env, "orders").await;
+    let db = env.databases().get("orders").await.expect("database");
+    assert_eq!(
+        db.status.and_then(|s| s.primary).as_deref(),
+        Some("orders-2")
+    );
+    let annotations = env
+        .databases()
+        .get("orders")
+        .await
+        .expect("database")
+        .metadata
+        .annotations
+        .unwrap_or_default();
+    assert!(
+        !annotations.contains_key(database_api::replication::SWITCHOVER_ANNOTATION),
+        "the switchover request is removed once done"
+    );
+}
+
+#[tokio::test]
+async fn mongodb_scaling_adds_and_removes_members_never_the_primary() {
+    let env = start().await;
+    replica_set(&env, 3).await;
+    let (ok, output) = run_client(&env, "orders", CLIENT, &write_document("$URI", 1)).await;
+    assert!(ok, "{output}");
+    for replicas in [5, 2, 1] {
+        let db = scale_and_wait_replicated(&env, "orders", replicas).await;
+        assert_eq!(
+            db.status.and_then(|s| s.primary).as_deref(),
+            Some("orders-0"),
+            "at {replicas}"
+        );
+        for ordinal in 1..replicas {
+            assert_secondary_with(&env, &format!("orders-{ordinal}"), 1).await;
+        }
+        let members = exec(
+            &env,
+            "orders-0",
+            &[
+                "sh",
+                "-c",
+                r#"mongosh --quiet --eval 'db.getSiblingDB("admin").auth(process.env.MONGO_INITDB_ROOT_USERNAME, process.env.MONGO_INITDB_ROOT_PASSWORD); print(rs.conf().members.length)'"#,
+            ],
+        )
+        .await
+        .expect("mongosh");
+        assert_eq!(members.trim(), replicas.to_string(), "members at {replicas}");
+    }
+    // One member left: the primary, still taking writes with the document.
+    let (ok, output) = run_client(&env, "orders", CLIENT, &write_document("$URI", 2)).await;
+    assert!(ok, "{output}");
+    assert_written_on_a_primary(&output);
+}
