@@ -160,7 +160,7 @@ async fn demo(args: &DemoArgs) -> anyhow::Result<()> {
         kubectl_output(&plane, &apply)
     })
     .await?;
-    // The webhook's warnings (e.g. replicas that do not replicate) come on stderr.
+    // The webhook's warnings (e.g. an end-of-life version) come on stderr.
     print!("{}{}", applied.0, applied.1);
 
     wait_until_running(&client).await?;

@@ -198,8 +198,7 @@ async fn a_mongodb_switchover_under_writes_loses_no_acknowledged_write() {
     assert_eq!(primary, "orders-2");
 
     let acknowledged = testenv::clients::acknowledged(&output);
-    let (ok, stored) =
-        run_client(&env, "orders", CLIENT, testenv::clients::MONGODB_WRITTEN).await;
+    let (ok, stored) = run_client(&env, "orders", CLIENT, testenv::clients::MONGODB_WRITTEN).await;
     assert!(ok, "{stored}");
     let lost = testenv::clients::lost(&acknowledged, &stored);
     eprintln!(
@@ -257,7 +256,11 @@ async fn mongodb_scaling_adds_and_removes_members_never_the_primary() {
         )
         .await
         .expect("mongosh");
-        assert_eq!(members.trim(), replicas.to_string(), "members at {replicas}");
+        assert_eq!(
+            members.trim(),
+            replicas.to_string(),
+            "members at {replicas}"
+        );
     }
     // One member left: the primary, still taking writes with the document.
     let (ok, output) = run_client(&env, "orders", CLIENT, &write_document("$URI", 2)).await;

@@ -188,7 +188,8 @@ while (Date.now() < end) {{
 }
 
 /// Reads back every id in the mongo writer's collection, one a line, from the primary.
-pub const MONGODB_WRITTEN: &str = r#"mongosh "$URI" --quiet --eval 'db.writes.find().forEach((d) => print(d._id))'"#;
+pub const MONGODB_WRITTEN: &str =
+    r#"mongosh "$URI" --quiet --eval 'db.writes.find().forEach((d) => print(d._id))'"#;
 
 /// Reads back every id in the writer's table.
 pub const POSTGRES_WRITTEN: &str = r#"psql "$URI" -v ON_ERROR_STOP=1 -tAc "SELECT id FROM writes""#;

@@ -289,7 +289,10 @@ async fn apply_owned(
 
     // The StatefulSet's Pods read the credentials Secret by name, so the StatefulSet
     // does not wait for it: kubelet retries until the Secret exists.
-    let layout = Layout::of(db.spec.engine, observed.credentials.as_ref().and_then(|s| s.data.as_ref()));
+    let layout = Layout::of(
+        db.spec.engine,
+        observed.credentials.as_ref().and_then(|s| s.data.as_ref()),
+    );
     let replicated = replication_runs(db, layout);
     let named = replication::named_primary(db, observed.topology.as_ref());
     let desired_set = build_statefulset(
@@ -565,6 +568,8 @@ async fn delete(
     }
     finalizer::remove(databases, db).await?;
     ctx.metrics.wrote("finalizer");
+    ctx.outages
+        .forget(&format!("{namespace}/{}", db.name_any()));
     Ok(Action::await_change())
 }
 

@@ -44,7 +44,10 @@ pub(crate) async fn check(
     let budget = (db.spec.replicas > 1)
         .then(|| observed.budget.as_ref().map(|b| &b.metadata))
         .flatten();
-    let layout = Layout::of(db.spec.engine, observed.credentials.as_ref().and_then(|s| s.data.as_ref()));
+    let layout = Layout::of(
+        db.spec.engine,
+        observed.credentials.as_ref().and_then(|s| s.data.as_ref()),
+    );
     let init =
         super::init_scripts(db, layout).and_then(|_| observed.init.as_ref().map(|c| &c.metadata));
     let in_the_way = conflicts::first_conflict(

@@ -141,8 +141,8 @@ pub async fn stay_out(pods: &Api<Pod>, pod: &str) -> Result<(), ExecError> {
 /// stops taking writes, waits for one to catch up, and stays out of the next election.
 pub async fn step_down(pods: &Api<Pod>, primary: &str) -> Result<(), ExecError> {
     let script = format!(
-        r#"const r = db.adminCommand({{ replSetStepDown: {STAY_OUT_SECONDS}, secondaryCatchUpPeriodSecs: {CATCH_UP_SECONDS} }});
-if (!r.ok) {{ throw new Error(r.errmsg); }}"#
+        r"const r = db.adminCommand({{ replSetStepDown: {STAY_OUT_SECONDS}, secondaryCatchUpPeriodSecs: {CATCH_UP_SECONDS} }});
+if (!r.ok) {{ throw new Error(r.errmsg); }}"
     );
     let within = std::time::Duration::from_secs(u64::from(CATCH_UP_SECONDS) + 15);
     shell(pods, primary, &script, within).await.map(|_| ())
@@ -153,24 +153,24 @@ if (!r.ok) {{ throw new Error(r.errmsg); }}"#
 pub async fn set_synchronous(pods: &Api<Pod>, primary: &str, on: bool) -> Result<(), ExecError> {
     let w = if on { r#""majority""# } else { "1" };
     let script = format!(
-        r#"const r = db.adminCommand({{ setDefaultRWConcern: 1, defaultWriteConcern: {{ w: {w} }} }});
-if (!r.ok) {{ throw new Error(r.errmsg); }}"#
+        r"const r = db.adminCommand({{ setDefaultRWConcern: 1, defaultWriteConcern: {{ w: {w} }} }});
+if (!r.ok) {{ throw new Error(r.errmsg); }}"
     );
     shell(pods, primary, &script, ASK_TIMEOUT).await.map(|_| ())
 }
 
 /// The printed answer into a state.
 fn parse_state(output: &str) -> Option<EngineState> {
-    let line = output.lines().rev().find(|l| l.trim_start().starts_with('{'))?;
+    let line = output
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('{'))?;
     let answer: Answer = serde_json::from_str(line).ok()?;
     let initiated = !answer.set.is_empty();
     Some(EngineState {
         primary: answer.writable,
         position: answer.last_write,
-        upstream: answer
-            .secondary
-            .then(|| pod_of(&answer.primary))
-            .flatten(),
+        upstream: answer.secondary.then(|| pod_of(&answer.primary)).flatten(),
         streaming: answer.secondary,
         synchronous: answer.majority,
         history: None,
@@ -216,7 +216,10 @@ mod tests {
         .expect("parsed");
         assert!(!state.replica_set.expect("a view").initiated);
         assert_eq!(state.upstream, None);
-        assert_eq!(parse_state("MongoServerError: Authentication failed."), None);
+        assert_eq!(
+            parse_state("MongoServerError: Authentication failed."),
+            None
+        );
     }
 
     #[test]

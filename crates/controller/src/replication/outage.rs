@@ -39,6 +39,13 @@ impl Outages {
         since.insert(database.to_owned(), (pod.to_owned(), earliest));
         Some(earliest)
     }
+
+    /// Forgets a deleted Database, so the memory holds only Databases that exist.
+    pub fn forget(&self, database: &str) {
+        if let Ok(mut since) = self.since.lock() {
+            since.remove(database);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -47,6 +54,18 @@ mod tests {
 
     fn at(second: i64) -> Timestamp {
         Timestamp::from_second(1_800_000_000 + second).expect("time")
+    }
+
+    #[test]
+    fn a_deleted_database_is_forgotten() {
+        let outages = Outages::default();
+        outages.note("shop/orders", "orders-0", Some(at(0)));
+        outages.forget("shop/orders");
+        assert_eq!(
+            outages.note("shop/orders", "orders-0", Some(at(30))),
+            Some(at(30)),
+            "a Database of the same name starts a clock of its own"
+        );
     }
 
     #[test]

@@ -88,9 +88,7 @@ fn membership(primary: &Instance, instances: &[Instance], wanted: &Wanted) -> Ve
             && i.running
             && i.ordinal < wanted.replicas
             && is_member(&i.name)
-            && i.engine
-                .as_ref()
-                .is_some_and(|e| !e.primary && e.streaming)
+            && i.engine.as_ref().is_some_and(|e| !e.primary && e.streaming)
     };
     let hand_over = |to: String, why: Why| {
         let stay_out = instances

@@ -83,12 +83,10 @@ pub fn of(named: &str, instances: &[Instance], wanted: &Wanted, now: Timestamp) 
         let missing = usize::try_from(wanted.replicas - 1)
             .unwrap_or(0)
             .saturating_sub(replicas.len());
-        let within = match unit {
-            Unit::Transactions => format!("{LAG_BOUND_TRANSACTIONS} transactions"),
-            Unit::Milliseconds => format!("{LAG_BOUND_SECONDS} seconds"),
-            Unit::Bytes => format!("{} MiB", LAG_BOUND_BYTES >> 20),
-        };
-        let mut message = format!("not every replica streams from {named} within {within}");
+        let mut message = format!(
+            "not every replica streams from {named} within {}",
+            unit.bound_in_words()
+        );
         if !behind.is_empty() {
             let _ = write!(message, ": {}", behind.join(", "));
         }
@@ -136,6 +134,14 @@ impl Unit {
             Self::Milliseconds
         } else {
             Self::Bytes
+        }
+    }
+
+    fn bound_in_words(self) -> String {
+        match self {
+            Self::Transactions => format!("{LAG_BOUND_TRANSACTIONS} transactions"),
+            Self::Milliseconds => format!("{LAG_BOUND_SECONDS} seconds"),
+            Self::Bytes => format!("{} MiB", LAG_BOUND_BYTES >> 20),
         }
     }
 

@@ -5,8 +5,8 @@ use database_api::Database;
 use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, SecretKeySelector};
 
 use super::credentials::{
-    ADMIN_PASSWORD_KEY, ADMIN_USERNAME_KEY, DATABASE_KEY, Layout, PASSWORD_KEY,
-    ROOT_PASSWORD_KEY, USERNAME_KEY,
+    ADMIN_PASSWORD_KEY, ADMIN_USERNAME_KEY, DATABASE_KEY, Layout, PASSWORD_KEY, ROOT_PASSWORD_KEY,
+    USERNAME_KEY,
 };
 use super::meta::credentials_secret_name;
 use crate::engine::{APP_PASSWORD_ENV, APP_USERNAME_ENV, EngineProfile};
@@ -35,9 +35,12 @@ pub fn credential_env(db: &Database, engine: &EngineProfile, layout: Layout) -> 
         ..EnvVar::default()
     };
     let database = from_secret(engine.database_env, DATABASE_KEY);
-    let replication = layout
-        .replicates(db.spec.engine)
-        .then(|| from_secret(engine.replication_credential.0, engine.replication_credential.1));
+    let replication = layout.replicates(db.spec.engine).then(|| {
+        from_secret(
+            engine.replication_credential.0,
+            engine.replication_credential.1,
+        )
+    });
     match (layout.has_admin(), engine.root_password_env) {
         // mysql: the image's user is a plain one; root gets its own password, local only.
         (true, Some(root)) => {

@@ -78,7 +78,10 @@ pub fn build_connection_secret(
         ("database", credentials.database.clone()),
         ("uri", uri(&host)),
         ("ro-host", ro_host.clone()),
-        ("ro-uri", format!("{}{}", uri(&ro_host), engine.ro_uri_extra)),
+        (
+            "ro-uri",
+            format!("{}{}", uri(&ro_host), engine.ro_uri_extra),
+        ),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), bytes(&v)))
