@@ -3,11 +3,11 @@
 
 mod common;
 
+use common::Env;
 use common::real::{
-    REAL_WAIT, cordon, create_replicated, enforce_restricted, new_primary, replicated, run_client,
+    cordon, create_replicated, enforce_restricted, new_primary, replicated, run_client,
     scale_and_wait_replicated, wait_running,
 };
-use common::{Env, eventually};
 use serde_json::json;
 use testenv::Options;
 
@@ -54,17 +54,7 @@ async fn a_lost_primary_is_replaced_by_a_replica_and_rejoins_as_one() {
     assert!(ok, "{output}");
 
     // The primary's Pod goes, and cannot come back while the node takes no new Pods.
-    cordon(&env, true).await;
-    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = env.api();
-    pods.delete("orders-0", &kube::api::DeleteParams::default())
-        .await
-        .expect("primary deleted");
-    let started = std::time::Instant::now();
-    let promoted = new_primary(&env, "orders", "orders-0").await;
-    eprintln!(
-        "failover to {promoted} in {:.1?} after the primary's Pod went",
-        started.elapsed()
-    );
+    let promoted = common::real::lose_the_primary(&env).await;
     // No new Pod can start on the cordoned node: write through -rw from a replica's.
     let output = common::real::exec(
         &env,
@@ -87,6 +77,8 @@ async fn a_lost_primary_is_replaced_by_a_replica_and_rejoins_as_one() {
     cordon(&env, false).await;
     replicated(&env, "orders").await;
     assert_follows_with_rows(&env, "orders-0", 2).await;
+    let db = env.databases().get("orders").await.expect("database");
+    assert_eq!(db.status.and_then(|s| s.primary), Some(promoted));
 }
 
 #[tokio::test]
@@ -189,38 +181,17 @@ async fn a_switchover_under_writes_loses_no_acknowledged_write() {
     .await;
     wait_running(&env, "orders").await;
     replicated(&env, "orders").await;
-    let switch = async {
-        tokio::time::sleep(std::time::Duration::from_secs(8)).await;
-        env.databases()
-            .patch(
-                "orders",
-                &kube::api::PatchParams::default(),
-                &kube::api::Patch::Merge(json!({"metadata": {"annotations": {"mycompany.io/switchover-to": "orders-1"}}})),
-            )
-            .await
-            .expect("switchover asked");
-        let started = std::time::Instant::now();
-        let primary = new_primary(&env, "orders", "orders-0").await;
-        eprintln!("switchover to {primary} in {:.1?}", started.elapsed());
-        primary
-    };
-    let script = testenv::clients::postgres_writer(40, 1);
-    let ((ok, output), primary) =
-        tokio::join!(run_client(&env, "orders", "postgres:17", &script), switch);
-    assert!(ok, "{output}");
+    let writer = testenv::clients::postgres_writer(40, 1);
+    let (output, primary) =
+        common::real::switchover_under_writes(&env, "postgres:17", &writer, "orders-1").await;
     assert_eq!(primary, "orders-1");
-    let (acknowledged, lost) = lost_writes(&env, "orders", &output).await;
-    eprintln!(
-        "{} writes acknowledged, {} lost",
-        acknowledged.len(),
-        lost.len()
-    );
-    assert!(acknowledged.len() > 50, "the writer hardly wrote: {output}");
-    assert_eq!(
-        lost,
-        Vec::<u32>::new(),
-        "acknowledged writes lost in a switchover"
-    );
+    common::real::assert_none_lost(
+        &env,
+        "postgres:17",
+        testenv::clients::POSTGRES_WRITTEN,
+        &output,
+    )
+    .await;
     replicated(&env, "orders").await;
 }
 
@@ -274,23 +245,9 @@ async fn failover_under_writes(env: &Env, trial: u32) -> (std::time::Duration, u
         .ok()
         .and_then(|d| d.status?.primary)
         .expect("a primary");
-    let kill = async {
-        tokio::time::sleep(std::time::Duration::from_secs(8)).await;
-        cordon(env, true).await;
-        let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = env.api();
-        pods.delete(&old, &kube::api::DeleteParams::default().grace_period(0))
-            .await
-            .expect("primary killed");
-        let started = std::time::Instant::now();
-        new_primary(env, "orders", &old).await;
-        let took = started.elapsed();
-        cordon(env, false).await;
-        took
-    };
-    let script = testenv::clients::postgres_writer(45, trial * 1_000_000);
-    let ((ok, output), took) =
-        tokio::join!(run_client(env, "orders", "postgres:17", &script), kill);
-    assert!(ok, "{output}");
+    let writer = testenv::clients::postgres_writer(45, trial * 1_000_000);
+    let (output, took) =
+        common::real::kill_the_primary_under_writes(env, "postgres:17", &writer, &old).await;
     replicated(env, "orders").await;
     let (acknowledged, lost) = lost_writes(env, "orders", &output).await;
     eprintln!(
@@ -361,54 +318,10 @@ async fn in_async_mode_failovers_are_measured_and_the_set_heals() {
 #[tokio::test]
 async fn a_controller_killed_in_the_middle_of_a_failover_finishes_it_when_it_is_back() {
     let mut env = start().await;
-    env.create(
-        "orders",
+    common::real::controller_killed_mid_failover_finishes_it(
+        &mut env,
         json!({"engine": "postgres", "version": "17", "storage": "1Gi", "replicas": 2,
                "replication": {"failoverAfterSeconds": 10}}),
     )
     .await;
-    wait_running(&env, "orders").await;
-    replicated(&env, "orders").await;
-    cordon(&env, true).await;
-    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = env.api();
-    pods.delete(
-        "orders-0",
-        &kube::api::DeleteParams::default().grace_period(0),
-    )
-    .await
-    .expect("primary killed");
-    // The moment the new primary is named, and before anything else, the controller dies.
-    let maps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> = env.api();
-    eventually(REAL_WAIT, "the new primary named", || async {
-        maps.get("orders-topology")
-            .await
-            .ok()
-            .and_then(|c| c.data?.get("primary").cloned())
-            .filter(|p| p == "orders-1")
-    })
-    .await;
-    env.kill_controller();
-    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
-    env.start_controller().await;
-    assert_eq!(new_primary(&env, "orders", "orders-0").await, "orders-1");
-    cordon(&env, false).await;
-    let db = replicated(&env, "orders").await;
-    let status = db.status.expect("status");
-    assert_eq!(status.primary.as_deref(), Some("orders-1"));
-    let primaries = status
-        .instances
-        .iter()
-        .filter(|i| i.role == database_api::replication::Role::Primary)
-        .count();
-    assert_eq!(primaries, 1, "{:?}", status.instances);
-    let labelled = pods
-        .list(&kube::api::ListParams::default().labels("mycompany.io/role=primary"))
-        .await
-        .expect("pods");
-    let names: Vec<String> = labelled
-        .items
-        .iter()
-        .map(kube::ResourceExt::name_any)
-        .collect();
-    assert_eq!(names, ["orders-1"], "one Pod behind -rw");
 }

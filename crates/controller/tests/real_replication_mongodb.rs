@@ -6,8 +6,8 @@
 mod common;
 
 use common::real::{
-    REAL_WAIT, cordon, create_replicated, enforce_restricted, exec, new_primary, replicated,
-    run_client, scale_and_wait_replicated,
+    REAL_WAIT, assert_none_lost, cordon, create_replicated, enforce_restricted, exec, new_primary,
+    replicated, run_client, scale_and_wait_replicated,
 };
 use common::{Env, eventually};
 use serde_json::json;
@@ -136,17 +136,7 @@ async fn a_lost_mongodb_primary_is_replaced_by_election_and_rejoins_as_a_seconda
     assert!(ok, "{output}");
 
     // The primary's Pod goes, and cannot come back while the node takes no new Pods.
-    cordon(&env, true).await;
-    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = env.api();
-    pods.delete("orders-0", &kube::api::DeleteParams::default())
-        .await
-        .expect("primary deleted");
-    let started = std::time::Instant::now();
-    let elected = new_primary(&env, "orders", "orders-0").await;
-    eprintln!(
-        "{elected} elected and followed in {:.1?} after the primary's Pod went",
-        started.elapsed()
-    );
+    let elected = common::real::lose_the_primary(&env).await;
     // No new Pod can start on the cordoned node: write from a secondary's container.
     let output = exec(
         &env,
@@ -176,38 +166,12 @@ async fn a_lost_mongodb_primary_is_replaced_by_election_and_rejoins_as_a_seconda
 async fn a_mongodb_switchover_under_writes_loses_no_acknowledged_write() {
     let env = start().await;
     replica_set(&env, 3).await;
-    let switch = async {
-        tokio::time::sleep(std::time::Duration::from_secs(10)).await;
-        env.databases()
-            .patch(
-                "orders",
-                &kube::api::PatchParams::default(),
-                &kube::api::Patch::Merge(json!({"metadata": {"annotations": {
-                    database_api::replication::SWITCHOVER_ANNOTATION: "orders-2"}}})),
-            )
-            .await
-            .expect("switchover asked");
-        let started = std::time::Instant::now();
-        let primary = new_primary(&env, "orders", "orders-0").await;
-        eprintln!("switchover to {primary} in {:.1?}", started.elapsed());
-        primary
-    };
-    let script = testenv::clients::mongodb_writer(45, 1);
-    let ((ok, output), primary) = tokio::join!(run_client(&env, "orders", CLIENT, &script), switch);
-    assert!(ok, "{output}");
+    let writer = testenv::clients::mongodb_writer(45, 1);
+    let (output, primary) =
+        common::real::switchover_under_writes(&env, CLIENT, &writer, "orders-2").await;
     assert_eq!(primary, "orders-2");
 
-    let acknowledged = testenv::clients::acknowledged(&output);
-    let (ok, stored) = run_client(&env, "orders", CLIENT, testenv::clients::MONGODB_WRITTEN).await;
-    assert!(ok, "{stored}");
-    let lost = testenv::clients::lost(&acknowledged, &stored);
-    eprintln!(
-        "{} writes acknowledged, {} lost",
-        acknowledged.len(),
-        lost.len()
-    );
-    assert!(acknowledged.len() > 50, "the writer hardly wrote: {output}");
-    assert_eq!(lost, Vec::<u32>::new(), "acknowledged writes lost");
+    assert_none_lost(&env, CLIENT, testenv::clients::MONGODB_WRITTEN, &output).await;
 
     replicated(&env, "orders").await;
     let db = env.databases().get("orders").await.expect("database");
@@ -266,4 +230,82 @@ async fn mongodb_scaling_adds_and_removes_members_never_the_primary() {
     let (ok, output) = run_client(&env, "orders", CLIENT, &write_document("$URI", 2)).await;
     assert!(ok, "{output}");
     assert_written_on_a_primary(&output);
+}
+
+#[tokio::test]
+async fn a_hung_mongodb_primary_is_replaced_by_election_and_rejoins_once_it_wakes() {
+    let env = start().await;
+    replica_set(&env, 3).await;
+    let (ok, output) = run_client(&env, "orders", CLIENT, &write_document("$URI", 1)).await;
+    assert!(ok, "{output}");
+
+    // The server stops answering but its Pod stays: the others stop hearing from it.
+    let pid = common::real::hang_server(&env, "orders-0", "mongod").await;
+    let started = std::time::Instant::now();
+    let elected = new_primary(&env, "orders", "orders-0").await;
+    eprintln!(
+        "{elected} elected and followed in {:.1?} after the primary hung",
+        started.elapsed()
+    );
+    let (ok, output) = run_client(&env, "orders", CLIENT, &write_document("$URI", 2)).await;
+    assert!(ok, "a write through -rw: {output}");
+    assert_written_on_a_primary(&output);
+
+    // Woken, the old primary learns of the new term, steps down and follows.
+    let status = std::process::Command::new("kill")
+        .args(["-CONT", &pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success(), "SIGCONT to {pid}");
+    assert_secondary_with(&env, "orders-0", 2).await;
+    replicated(&env, "orders").await;
+    let db = env.databases().get("orders").await.expect("database");
+    assert_eq!(db.status.and_then(|s| s.primary), Some(elected));
+}
+
+#[tokio::test]
+async fn in_sync_mode_a_killed_mongodb_primary_loses_no_acknowledged_write() {
+    let env = start().await;
+    create_replicated(
+        &env,
+        json!({"engine": "mongodb", "version": "6.0", "storage": "1Gi", "replicas": 3,
+               "replication": {"mode": "Sync"}}),
+    )
+    .await;
+    let concern = exec(
+        &env,
+        "orders-0",
+        &[
+            "sh",
+            "-c",
+            r#"mongosh --quiet --eval 'db.getSiblingDB("admin").auth(process.env.MONGO_INITDB_ROOT_USERNAME, process.env.MONGO_INITDB_ROOT_PASSWORD); print(db.adminCommand({ getDefaultRWConcern: 1 }).defaultWriteConcern.w)'"#,
+        ],
+    )
+    .await
+    .expect("mongosh");
+    assert_eq!(concern.trim(), "majority", "writes wait for a majority");
+
+    // The primary is killed with no grace on a cordoned node under a writer.
+    let writer = testenv::clients::mongodb_writer(50, 1);
+    let (output, _) =
+        common::real::kill_the_primary_under_writes(&env, CLIENT, &writer, "orders-0").await;
+    replicated(&env, "orders").await;
+    assert_none_lost(&env, CLIENT, testenv::clients::MONGODB_WRITTEN, &output).await;
+    eventually(REAL_WAIT, "orders-0 a secondary again", || async {
+        exec(&env, "orders-0", &["sh", "-c", MEMBER])
+            .await
+            .ok()
+            .filter(|answer| answer.split_whitespace().next() == Some("SECONDARY"))
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_controller_killed_while_following_an_election_finishes_it_when_it_is_back() {
+    let mut env = start().await;
+    common::real::controller_killed_mid_failover_finishes_it(
+        &mut env,
+        json!({"engine": "mongodb", "version": "6.0", "storage": "1Gi", "replicas": 3}),
+    )
+    .await;
 }

@@ -5,8 +5,8 @@
 mod common;
 
 use common::real::{
-    MYSQL_FROM_URI, REAL_WAIT, cordon, create_replicated, enforce_restricted, exec, new_primary,
-    replicated, run_client, scale_and_wait_replicated,
+    MYSQL_FROM_URI, REAL_WAIT, assert_none_lost, cordon, create_replicated, enforce_restricted,
+    exec, new_primary, replicated, run_client, scale_and_wait_replicated,
 };
 use common::{Env, eventually};
 use serde_json::json;
@@ -135,17 +135,7 @@ async fn a_lost_mysql_primary_is_replaced_and_rejoins_as_a_replica() {
     assert!(ok, "{output}");
 
     // The primary's Pod goes, and cannot come back while the node takes no new Pods.
-    cordon(&env, true).await;
-    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = env.api();
-    pods.delete("orders-0", &kube::api::DeleteParams::default())
-        .await
-        .expect("primary deleted");
-    let started = std::time::Instant::now();
-    let promoted = new_primary(&env, "orders", "orders-0").await;
-    eprintln!(
-        "failover to {promoted} in {:.1?} after the primary's Pod went",
-        started.elapsed()
-    );
+    let promoted = common::real::lose_the_primary(&env).await;
     // No new Pod can start on the cordoned node: write from a replica's container.
     let output = exec(
         &env,
@@ -172,27 +162,11 @@ async fn a_lost_mysql_primary_is_replaced_and_rejoins_as_a_replica() {
 async fn a_mysql_switchover_under_writes_loses_no_acknowledged_write() {
     let env = start().await;
     three_with_a_short_bound(&env).await;
-    let switch = async {
-        tokio::time::sleep(std::time::Duration::from_secs(8)).await;
-        env.databases()
-            .patch(
-                "orders",
-                &kube::api::PatchParams::default(),
-                &kube::api::Patch::Merge(json!({"metadata": {"annotations": {
-                    database_api::replication::SWITCHOVER_ANNOTATION: "orders-2"}}})),
-            )
-            .await
-            .expect("switchover asked");
-        let started = std::time::Instant::now();
-        let primary = new_primary(&env, "orders", "orders-0").await;
-        eprintln!("switchover to {primary} in {:.1?}", started.elapsed());
-        primary
-    };
-    let script = testenv::clients::mysql_writer(40, 1);
-    let ((ok, output), primary) = tokio::join!(run_client(&env, "orders", CLIENT, &script), switch);
-    assert!(ok, "{output}");
+    let writer = testenv::clients::mysql_writer(40, 1);
+    let (output, primary) =
+        common::real::switchover_under_writes(&env, CLIENT, &writer, "orders-2").await;
     assert_eq!(primary, "orders-2");
-    assert_none_lost(&env, &output).await;
+    assert_none_lost(&env, CLIENT, &testenv::clients::mysql_written(), &output).await;
 
     // The old primary follows the new one.
     replicated(&env, "orders").await;
@@ -229,43 +203,12 @@ async fn in_sync_mode_a_mysql_failover_loses_no_acknowledged_write() {
     assert_eq!(semi_sync.trim(), "1", "commits wait for a replica");
 
     // The primary is killed on a cordoned node under a writer.
-    let kill = async {
-        tokio::time::sleep(std::time::Duration::from_secs(8)).await;
-        cordon(&env, true).await;
-        let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = env.api();
-        pods.delete(
-            "orders-0",
-            &kube::api::DeleteParams::default().grace_period(0),
-        )
-        .await
-        .expect("primary killed");
-        let started = std::time::Instant::now();
-        let primary = new_primary(&env, "orders", "orders-0").await;
-        eprintln!("failover to {primary} in {:.1?}", started.elapsed());
-        cordon(&env, false).await;
-    };
-    let script = testenv::clients::mysql_writer(45, 1);
-    let ((ok, output), ()) = tokio::join!(run_client(&env, "orders", CLIENT, &script), kill);
-    assert!(ok, "{output}");
+    let writer = testenv::clients::mysql_writer(45, 1);
+    let (output, _) =
+        common::real::kill_the_primary_under_writes(&env, CLIENT, &writer, "orders-0").await;
     replicated(&env, "orders").await;
-    assert_none_lost(&env, &output).await;
+    assert_none_lost(&env, CLIENT, &testenv::clients::mysql_written(), &output).await;
     assert_follows(&env, "orders-0").await;
-}
-
-/// Every write the writer's output acknowledges is in the table (and it wrote a fair
-/// number).
-async fn assert_none_lost(env: &Env, output: &str) {
-    let acknowledged = testenv::clients::acknowledged(output);
-    let (ok, stored) = run_client(env, "orders", CLIENT, &testenv::clients::mysql_written()).await;
-    assert!(ok, "{stored}");
-    let lost = testenv::clients::lost(&acknowledged, &stored);
-    eprintln!(
-        "{} writes acknowledged, {} lost",
-        acknowledged.len(),
-        lost.len()
-    );
-    assert!(acknowledged.len() > 50, "the writer hardly wrote: {output}");
-    assert_eq!(lost, Vec::<u32>::new(), "acknowledged writes lost");
 }
 
 /// Instance `pod` is a read-only replica streaming from the primary.
@@ -335,4 +278,15 @@ async fn mysql_scaling_adds_cloned_replicas_and_removes_replicas_never_the_prima
     let (ok, output) = run_client(&env, "orders", CLIENT, &write_row(2)).await;
     assert!(ok, "{output}");
     assert_written_on_a_primary(&output);
+}
+
+#[tokio::test]
+async fn a_controller_killed_in_the_middle_of_a_mysql_failover_finishes_it_when_it_is_back() {
+    let mut env = start().await;
+    common::real::controller_killed_mid_failover_finishes_it(
+        &mut env,
+        json!({"engine": "mysql", "version": "9.7", "storage": "1Gi", "replicas": 2,
+               "replication": {"failoverAfterSeconds": 10}}),
+    )
+    .await;
 }

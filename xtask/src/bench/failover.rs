@@ -1,4 +1,4 @@
-//! Failover on real postgres servers (the real tier): a Database of three instances
+//! Failover on real servers (the real tier), per engine: a Database of three instances
 //! loses its primary's Pod, force-deleted on a cordoned node as when a node dies, while
 //! a writer runs through `-rw`. Per trial: the time from the kill to the new primary in
 //! status, and how long writes were unavailable (the longest gap between acknowledged
@@ -17,15 +17,69 @@ use testenv::clients::{self, ClientPod};
 use super::cluster::{Bench, NAMESPACE, wait_until};
 use super::stats::Summary;
 
-/// The image the clients run: the engine's own, with `psql`.
-const IMAGE: &str = "postgres:17";
 const NAME: &str = "orders";
-/// The failover bound the Database is created with (the smallest allowed).
+/// The failover bound the Database is created with (the smallest allowed). A mongodb
+/// replica set elects its own primary after its election timeout, also 10 s.
 const BOUND_SECONDS: u64 = 10;
+
+/// What differs between engines here.
+pub struct EngineCase {
+    pub engine: &'static str,
+    version: &'static str,
+    /// The local image the real node needs.
+    image: &'static str,
+    /// The image the clients run: the engine's own, with its client.
+    client: &'static str,
+    writer: fn(u32, u32) -> String,
+    written: fn() -> String,
+    /// Whether `failoverAfterSeconds` applies (the operator decides the failover).
+    operator_fails_over: bool,
+}
+
+pub const POSTGRES: EngineCase = EngineCase {
+    engine: "postgres",
+    version: "17",
+    image: "postgres-17",
+    client: "postgres:17",
+    writer: clients::postgres_writer,
+    written: || clients::POSTGRES_WRITTEN.to_owned(),
+    operator_fails_over: true,
+};
+pub const MYSQL: EngineCase = EngineCase {
+    engine: "mysql",
+    version: "9.7",
+    image: "mysql-9",
+    client: "mysql:9.7",
+    writer: clients::mysql_writer,
+    written: clients::mysql_written,
+    operator_fails_over: true,
+};
+pub const MONGODB: EngineCase = EngineCase {
+    engine: "mongodb",
+    version: "6.0",
+    image: "mongo-6.0",
+    client: "mongo:6.0",
+    writer: clients::mongodb_writer,
+    written: || clients::MONGODB_WRITTEN.to_owned(),
+    operator_fails_over: false,
+};
+
+/// The case of an engine named on the command line.
+pub fn case(engine: &str) -> anyhow::Result<&'static EngineCase> {
+    match engine {
+        "postgres" => Ok(&POSTGRES),
+        "mysql" => Ok(&MYSQL),
+        "mongodb" => Ok(&MONGODB),
+        other => {
+            bail!("--failover-engines: unknown engine {other}; use postgres, mysql or mongodb")
+        }
+    }
+}
 /// How long each trial's writer runs: the bound, the promotion, and writes after.
 const WRITER_SECONDS: u32 = 40;
 
 pub struct Failover {
+    pub engine: &'static str,
     pub mode: &'static str,
     pub bound: Duration,
     /// Kill to the new primary in `status.primary`.
@@ -39,6 +93,7 @@ pub struct Failover {
 impl Failover {
     pub fn to_json(&self) -> Value {
         json!({
+            "engine": self.engine,
             "mode": self.mode,
             "bound_s": self.bound.as_secs(),
             "kill_to_new_primary": self.to_primary.to_json(),
@@ -49,28 +104,45 @@ impl Failover {
     }
 }
 
-/// `trials` failovers in each mode (`true`: Sync), with the controller binary from
-/// `bin_dir`, each mode on a real node of its own.
+/// `trials` failovers of each engine in each mode (`true`: Sync), with the controller
+/// binary from `bin_dir`, each on a real node of its own.
 pub async fn measure(
     bin_dir: &std::path::Path,
     trials: usize,
+    engines: &[&'static EngineCase],
     modes: &[bool],
 ) -> anyhow::Result<Vec<Failover>> {
     let mut results = Vec::new();
-    for &sync in modes {
-        let bench = Bench::start(Options::real(&["postgres-17"])).await?;
-        let _controller = bench.spawn_controller(bin_dir)?;
-        results.push(trials_in_mode(&bench, trials, sync).await?);
+    for case in engines {
+        for &sync in modes {
+            let bench = Bench::start(Options::real(&[case.image])).await?;
+            let _controller = bench.spawn_controller(bin_dir)?;
+            results.push(trials_in_mode(&bench, case, trials, sync).await?);
+        }
     }
     Ok(results)
 }
 
-async fn trials_in_mode(bench: &Bench, trials: usize, sync: bool) -> anyhow::Result<Failover> {
+/// The images the cases need.
+pub fn images(engines: &[&EngineCase]) -> Vec<String> {
+    engines.iter().map(|c| c.image.to_owned()).collect()
+}
+
+async fn trials_in_mode(
+    bench: &Bench,
+    case: &'static EngineCase,
+    trials: usize,
+    sync: bool,
+) -> anyhow::Result<Failover> {
     let mode = if sync { "Sync" } else { "Async" };
+    let mut replication = json!({"mode": mode});
+    if case.operator_fails_over {
+        replication["failoverAfterSeconds"] = json!(BOUND_SECONDS);
+    }
     let db: Database = serde_json::from_value(json!({
         "apiVersion": "mycompany.io/v1", "kind": "Database", "metadata": {"name": NAME},
-        "spec": {"engine": "postgres", "version": "17", "storage": "1Gi", "replicas": 3,
-                 "replication": {"mode": mode, "failoverAfterSeconds": BOUND_SECONDS}},
+        "spec": {"engine": case.engine, "version": case.version, "storage": "1Gi",
+                 "replicas": 3, "replication": replication},
     }))?;
     bench
         .databases()
@@ -81,9 +153,10 @@ async fn trials_in_mode(bench: &Bench, trials: usize, sync: bool) -> anyhow::Res
     let (mut to_primary, mut unavailable) = (Vec::new(), Vec::new());
     let (mut acknowledged, mut lost) = (0, 0);
     for trial in 1..=trials {
-        let figures = one_failover(bench, trial).await?;
+        let figures = one_failover(bench, case, trial).await?;
         println!(
-            "bench: failover {trial}/{trials} ({mode}): new primary after {:.1} s, writes unavailable for {:.1} s, {} of {} acknowledged writes lost",
+            "bench: {} failover {trial}/{trials} ({mode}): new primary after {:.1} s, writes unavailable for {:.1} s, {} of {} acknowledged writes lost",
+            case.engine,
             figures.to_primary.as_secs_f64(),
             figures.unavailable.as_secs_f64(),
             figures.lost,
@@ -95,6 +168,7 @@ async fn trials_in_mode(bench: &Bench, trials: usize, sync: bool) -> anyhow::Res
         lost += figures.lost;
     }
     Ok(Failover {
+        engine: case.engine,
         mode,
         bound: Duration::from_secs(BOUND_SECONDS),
         to_primary: Summary::of(&to_primary),
@@ -114,16 +188,16 @@ struct Trial {
 /// Each trial's writer writes ids from its own range.
 const IDS_PER_TRIAL: u32 = 1_000_000;
 
-async fn one_failover(bench: &Bench, trial: usize) -> anyhow::Result<Trial> {
+async fn one_failover(bench: &Bench, case: &EngineCase, trial: usize) -> anyhow::Result<Trial> {
     let old = primary(bench)
         .await?
         .context("the Database names no primary")?;
     let first = u32::try_from(trial).unwrap_or(0) * IDS_PER_TRIAL;
-    let writer = clients::postgres_writer(WRITER_SECONDS, first);
+    let writer = (case.writer)(WRITER_SECONDS, first);
     let write = ClientPod {
         namespace: NAMESPACE,
         db: NAME,
-        image: IMAGE,
+        image: case.client,
         script: &writer,
         more: &[],
         limit: Duration::from_secs(u64::from(WRITER_SECONDS) + 120),
@@ -167,8 +241,9 @@ async fn one_failover(bench: &Bench, trial: usize) -> anyhow::Result<Trial> {
         bail!("no write was acknowledged both before and after the primary was killed");
     };
     replicated(bench).await?;
+    let written = (case.written)();
     let read = ClientPod {
-        script: clients::POSTGRES_WRITTEN,
+        script: &written,
         limit: Duration::from_secs(120),
         ..write
     };

@@ -48,6 +48,9 @@ pub struct BenchArgs {
     /// Failovers per replication mode (Async and Sync) in the failover part.
     #[arg(long, default_value_t = 20)]
     pub failover_trials: usize,
+    /// Engines the failover part runs, each with its own real node.
+    #[arg(long, value_delimiter = ',', default_value = "postgres,mysql,mongodb")]
+    pub failover_engines: Vec<String>,
     /// Run only these parts (default: all).
     #[arg(long, value_enum, value_delimiter = ',')]
     pub only: Vec<Part>,
@@ -62,7 +65,7 @@ pub enum Part {
     Scale,
     /// Webhook cold start, latency and throughput.
     Webhook,
-    /// Failover of a replicated postgres Database on real servers.
+    /// Failover of replicated Databases on real servers.
     Failover,
 }
 
@@ -75,6 +78,7 @@ impl BenchArgs {
             scale: vec![0, 20],
             idle_seconds: 5,
             failover_trials: 1,
+            failover_engines: vec!["postgres".to_owned()],
             only: Vec::new(),
         }
     }
@@ -85,9 +89,14 @@ impl BenchArgs {
 }
 
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
+    let engines = args
+        .failover_engines
+        .iter()
+        .map(|e| failover::case(e))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     if args.runs(Part::Failover) {
         crate::control_plane::ensure_built(crate::control_plane::Tier::Real)?;
-        crate::images::ensure_built(&["postgres-17".to_owned()])?;
+        crate::images::ensure_built(&failover::images(&engines))?;
     } else {
         crate::control_plane::ensure_built(crate::control_plane::Tier::Full)?;
     }
@@ -136,7 +145,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
             println!("bench: failover");
             // The smoke run proves the part runs: one failover, asynchronous only.
             let modes: &[bool] = if args.smoke { &[false] } else { &[false, true] };
-            failover::measure(&bin_dir, args.failover_trials, modes).await?
+            failover::measure(&bin_dir, args.failover_trials, &engines, modes).await?
         } else {
             Vec::new()
         };
@@ -353,9 +362,9 @@ fn print_webhook(webhook: &WebhookFigures) {
 
 fn print_failovers(failovers: &[failover::Failover]) {
     println!(
-        "\n| failover (postgres, 3 instances, primary's Pod killed) | mode | bound s | trials | p50 s | p95 s | max s |"
+        "\n| failover (3 instances, primary's Pod killed) | engine | mode | bound s | trials | p50 s | p95 s | max s |"
     );
-    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
     for f in failovers {
         for (what, s) in [
             ("kill to new primary in status", f.to_primary),
@@ -365,7 +374,8 @@ fn print_failovers(failovers: &[failover::Failover]) {
             ),
         ] {
             println!(
-                "| {what} | {} | {} | {} | {:.1} | {:.1} | {:.1} |",
+                "| {what} | {} | {} | {} | {} | {:.1} | {:.1} | {:.1} |",
+                f.engine,
                 f.mode,
                 f.bound.as_secs(),
                 s.count,
@@ -377,8 +387,8 @@ fn print_failovers(failovers: &[failover::Failover]) {
     }
     for f in failovers {
         println!(
-            "{} mode: {} of {} acknowledged writes lost over {} failovers",
-            f.mode, f.lost, f.acknowledged, f.to_primary.count
+            "{} {} mode: {} of {} acknowledged writes lost over {} failovers",
+            f.engine, f.mode, f.lost, f.acknowledged, f.to_primary.count
         );
     }
 }

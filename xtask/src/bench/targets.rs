@@ -35,8 +35,8 @@ pub fn evaluate(
         let allowed = f.bound.as_secs_f64() + 15.0;
         targets.push(Target {
             name: format!(
-                "{} failover: writes unavailable for at most the bound + 15 s ({allowed:.0} s) at p95",
-                f.mode
+                "{} {} failover: writes unavailable for at most the bound + 15 s ({allowed:.0} s) at p95",
+                f.engine, f.mode
             ),
             measured: format!(
                 "p95 {:.1} s, max {:.1} s",
@@ -47,7 +47,7 @@ pub fn evaluate(
         });
         if f.mode == "Sync" {
             targets.push(Target {
-                name: "Sync failover: no acknowledged write lost".to_owned(),
+                name: format!("{} Sync failover: no acknowledged write lost", f.engine),
                 measured: format!("{} of {} lost", f.lost, f.acknowledged),
                 met: f.lost == 0,
             });

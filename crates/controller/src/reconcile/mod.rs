@@ -295,8 +295,9 @@ async fn apply_owned(
     );
     let replicated = replication_runs(db, layout);
     let named = replication::named_primary(db, observed.topology.as_ref());
+    let span = replication::members_span(observed.topology.as_ref());
     let desired_set = build_statefulset(
-        &keeping_the_primary(db, replicated, &named),
+        &keeping_the_primary(db, replicated, &named, span),
         &ctx.settings.build,
         &template_storage,
         layout,
@@ -322,7 +323,7 @@ async fn apply_owned(
             || db.spec.replicas > 1
             || instances > 1
             || db.spec.replication.mode == ReplicationMode::Sync);
-    let report = replication::reconcile(ctx, db, namespace, &named, engine_pass).await?;
+    let report = replication::reconcile(ctx, db, namespace, &named, span, engine_pass).await?;
     replication::forget_done_switchover(databases, db, report.primary.as_deref()).await?;
     for (type_, reason, note) in &report.events {
         publish(ctx, db, *type_, reason, note.clone()).await;
@@ -355,14 +356,18 @@ pub(crate) fn replication_runs(db: &Database, layout: Layout) -> bool {
     layout.replicates(db.spec.engine)
 }
 
-/// `db` with as many instances as keep the named primary: a scale-down that would remove
-/// it waits until a switchover has moved the primary to a lower ordinal.
+/// `db` with as many instances as keep the named primary (a scale-down that would remove
+/// it waits until a switchover has moved the primary to a lower ordinal) and every
+/// member of a mongodb replica set (an instance goes once its member has left).
 fn keeping_the_primary<'a>(
     db: &'a Database,
     replicated: bool,
     named: &str,
+    members_span: Option<i32>,
 ) -> std::borrow::Cow<'a, Database> {
-    let needed = replication::ordinal(named).map_or(0, |o| o + 1);
+    let needed = replication::ordinal(named)
+        .map_or(0, |o| o + 1)
+        .max(members_span.unwrap_or(0));
     if replicated && needed > db.spec.replicas {
         let mut shaped = db.clone();
         shaped.spec.replicas = needed;

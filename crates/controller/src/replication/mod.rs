@@ -33,7 +33,7 @@ use crate::context::Context;
 use crate::error::Error;
 use crate::events::EventType;
 use crate::resources::meta::{PRIMARY, ROLE_LABEL, pod_name, selector_string};
-use crate::resources::replication_init::PRIMARY_KEY;
+use crate::resources::replication_init::{MEMBERS_SPAN_KEY, PRIMARY_KEY};
 
 /// How often a replicated Database is looked at again, for its replicas' lag and its
 /// primary's health, when nothing else brings it back.
@@ -64,6 +64,14 @@ pub fn named_primary(db: &Database, topology: Option<&ConfigMap>) -> String {
         .unwrap_or_else(|| pod_name(db, 0))
 }
 
+/// How many instances the replica set's members span, as the topology last recorded.
+pub fn members_span(topology: Option<&ConfigMap>) -> Option<i32> {
+    topology
+        .and_then(|c| c.data.as_ref())
+        .and_then(|d| d.get(MEMBERS_SPAN_KEY))
+        .and_then(|span| span.parse().ok())
+}
+
 /// The ordinal in a Pod name `<db>-<n>`.
 pub fn ordinal(pod: &str) -> Option<i32> {
     pod.rsplit_once('-')?.1.parse().ok()
@@ -77,6 +85,7 @@ pub async fn reconcile(
     db: &Database,
     namespace: &str,
     named: &str,
+    members_span: Option<i32>,
     replicated: bool,
 ) -> Result<Report, Error> {
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
@@ -131,7 +140,7 @@ pub async fn reconcile(
     };
     let now = Timestamp::now();
     let steps = match db.spec.engine {
-        Engine::Mongodb => replica_set::plan(named, &instances, &wanted),
+        Engine::Mongodb => replica_set::plan(named, members_span, &instances, &wanted),
         Engine::Postgres | Engine::Mysql => plan::plan(named, &instances, &wanted, now),
     };
     let mut report = report::of(named, &instances, &wanted, now);
@@ -281,6 +290,17 @@ mod tests {
             }]},
         }))
         .expect("a Pod")
+    }
+
+    #[test]
+    fn the_recorded_span_of_the_members_is_read_from_the_topology() {
+        let topology: ConfigMap = serde_json::from_value(json!({
+            "metadata": {"name": "orders-topology"},
+            "data": {"primary": "orders-1", "members-span": "3"},
+        }))
+        .expect("a ConfigMap");
+        assert_eq!(members_span(Some(&topology)), Some(3));
+        assert_eq!(members_span(None), None);
     }
 
     #[test]

@@ -14,9 +14,6 @@ use crate::exec::{self, ExecError};
 const MYSQL: &str = r#"export MYSQL_PWD="$MYSQL_ROOT_PASSWORD"; exec mysql --protocol=socket -uroot --connect-timeout=3 -N -B -e "$1""#;
 /// How long asking an instance its state may take: a hung one must not hold up a pass.
 const ASK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(8);
-/// How long a clone may take before the pass gives up waiting (it goes on in the
-/// server, and the next pass sees it done).
-const CLONE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// Writable, the GTID sets (executed, purged, received by the replication channel), the
 /// source host, both replication threads' states, and whether commits wait for a
@@ -75,27 +72,52 @@ printf "SET GLOBAL super_read_only = ON; STOP REPLICA; CHANGE REPLICATION SOURCE
         .map(|_| ())
 }
 
-/// Replaces the instance's data with a copy of `primary`'s (the clone plugin), then
-/// stops the server so it starts again on the copy. The caller deletes the Pod if the
-/// server is still up.
+/// Whether [`reseed`] started a copy, or found one under way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reseed {
+    Started,
+    UnderWay,
+}
+
+/// The copy, run detached inside the container: the clone plugin replaces the data with
+/// the donor's (`$1`), then the server is stopped so the container starts again on the
+/// copy. mysqld without a supervisor cannot restart itself after a clone: it reports
+/// error 3707 (or drops the connection as it stops, 2013). A copy that failed leaves the
+/// server as it was, and a later pass starts another.
+const CLONE_SCRIPT: &str = r#"echo $$ > /tmp/clone.pid
+export MYSQL_PWD="$MYSQL_ROOT_PASSWORD"
+printf "SET GLOBAL super_read_only = OFF; SET GLOBAL clone_valid_donor_list = '%s:3306'; CLONE INSTANCE FROM 'replicator'@'%s':3306 IDENTIFIED BY '%s' REQUIRE SSL;" "$1" "$1" "$DATABASE_REPLICATION_PASSWORD" | mysql --protocol=socket -uroot --connect-timeout=3 2>/tmp/clone.err
+copied=$?
+if [ "$copied" -eq 0 ] || grep -q 'ERROR 3707' /tmp/clone.err; then
+	mysqladmin --protocol=socket -uroot shutdown 2>/dev/null
+fi
+rm -f /tmp/clone.pid"#;
+
+/// Starts replacing the instance's data with a copy of `primary`'s, in the background
+/// inside its container, and returns at once: copying a large database takes long, and
+/// the pass (which watches the primary's health) must not wait for it. Once the copy is
+/// in place the server stops and its container starts again on it, read-only; the next
+/// pass points it at the primary.
 pub async fn reseed(
     pods: &Api<Pod>,
     pod: &str,
     primary: &str,
     service: &str,
-) -> Result<(), ExecError> {
-    // mysqld without a supervisor cannot restart itself after a clone: it reports
-    // error 3707 (or drops the connection as it stops, 2013) and the copy takes over
-    // at the next start.
+) -> Result<Reseed, ExecError> {
     let script = format!(
-        r#"export MYSQL_PWD="$MYSQL_ROOT_PASSWORD"
-printf "SET GLOBAL super_read_only = OFF; SET GLOBAL clone_valid_donor_list = '%s:3306'; CLONE INSTANCE FROM 'replicator'@'%s':3306 IDENTIFIED BY '%s' REQUIRE SSL;" '{primary}.{service}' '{primary}.{service}' "$DATABASE_REPLICATION_PASSWORD" | mysql --protocol=socket -uroot --connect-timeout=3 2>/tmp/clone.err && exit 0
-grep -q -e 'ERROR 3707' -e 'ERROR 2013' /tmp/clone.err && exit 0
-cat /tmp/clone.err >&2; exit 1"#
+        r#"if [ -f /tmp/clone.pid ] && kill -0 "$(cat /tmp/clone.pid)" 2>/dev/null; then echo under-way; exit 0; fi
+cat >/tmp/clone.sh <<'CLONE'
+{CLONE_SCRIPT}
+CLONE
+setsid sh /tmp/clone.sh '{primary}.{service}' </dev/null >/dev/null 2>&1 &
+echo started"#
     );
-    exec::run_within(pods, pod, &["sh", "-c", &script], CLONE_TIMEOUT)
-        .await
-        .map(|_| ())
+    let output = exec::run(pods, pod, &["sh", "-c", &script]).await?;
+    Ok(if output.trim() == "under-way" {
+        Reseed::UnderWay
+    } else {
+        Reseed::Started
+    })
 }
 
 /// Makes commits on the primary wait for a replica (semi-synchronous replication), or

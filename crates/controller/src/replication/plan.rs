@@ -99,6 +99,8 @@ pub enum Step {
     Reseed { pod: String, primary: String },
     /// Make writes on the primary wait for a replica, or not.
     Synchronous { pod: String, on: bool },
+    /// Record in the topology how many instances the set's members span (mongodb).
+    RecordMembersSpan { span: i32 },
     /// Start a replica set of one member on `pod` (mongodb).
     Initiate { pod: String },
     /// Add `pod` to the set, through its primary (mongodb).

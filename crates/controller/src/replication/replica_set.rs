@@ -13,7 +13,12 @@ use super::plan::{Instance, Step, Wanted, Why, labels};
 use crate::resources::meta::PRIMARY;
 
 /// The steps for now, given the named primary and the instances.
-pub fn plan(named: &str, instances: &[Instance], wanted: &Wanted) -> Vec<Step> {
+pub fn plan(
+    named: &str,
+    recorded_span: Option<i32>,
+    instances: &[Instance],
+    wanted: &Wanted,
+) -> Vec<Step> {
     let initiated = |i: &&Instance| {
         i.engine
             .as_ref()
@@ -41,8 +46,25 @@ pub fn plan(named: &str, instances: &[Instance], wanted: &Wanted) -> Vec<Step> {
         return steps;
     }
     let mut steps = labels(named, instances);
+    let span = members(elected)
+        .iter()
+        .filter_map(|m| super::ordinal(m))
+        .max()
+        .map(|highest| highest + 1);
+    if let Some(span) = span.filter(|s| Some(*s) != recorded_span) {
+        steps.push(Step::RecordMembersSpan { span });
+    }
     steps.extend(membership(elected, instances, wanted));
     steps
+}
+
+/// The members of the set, as its primary configures them.
+fn members(primary: &Instance) -> &[String] {
+    primary
+        .engine
+        .as_ref()
+        .and_then(|e| e.replica_set.as_ref())
+        .map_or(&[], |s| &s.members)
 }
 
 /// Initiating a set of one: only once every running instance answered and none has a
@@ -77,11 +99,7 @@ fn unlabel_all_but(keep: &str, instances: &[Instance]) -> Vec<Step> {
 
 /// Hand-overs, then one change of membership, then the write concern.
 fn membership(primary: &Instance, instances: &[Instance], wanted: &Wanted) -> Vec<Step> {
-    let members: &[String] = primary
-        .engine
-        .as_ref()
-        .and_then(|e| e.replica_set.as_ref())
-        .map_or(&[], |s| &s.members);
+    let members = members(primary);
     let is_member = |name: &str| members.iter().any(|m| m == name);
     let caught_up_secondary = |i: &&Instance| {
         i.ready

@@ -12,7 +12,7 @@ use crate::context::Context;
 use crate::error::Error;
 use crate::events::EventType;
 use crate::resources::meta::{ROLE_LABEL, topology_configmap_name};
-use crate::resources::replication_init::PRIMARY_KEY;
+use crate::resources::replication_init::{MEMBERS_SPAN_KEY, PRIMARY_KEY};
 
 /// Carries out the steps in order; the first failure ends the pass (the next takes up).
 pub async fn execute(
@@ -53,55 +53,21 @@ pub async fn execute(
                 None
             }
             Step::Reseed { pod, primary } => {
-                mysql::reseed(exec_pods, pod, primary, &db.name_any()).await?;
-                // The copy takes over when the server starts again.
-                fence(ctx, pods, pod).await?;
-                Some((
-                    "Reseeded",
-                    format!(
-                        "{pod} held transactions {primary} does not have, or lacked ones {primary} no longer keeps; it was copied from {primary} and restarts as its replica"
-                    ),
-                ))
-            }
-            Step::Initiate { pod } => {
-                mongodb::initiate(exec_pods, pod, &host(ctx, db, pod)).await?;
-                Some((
-                    "ReplicaSetInitiated",
-                    format!("the replica set started on {pod}"),
-                ))
-            }
-            Step::AddMember { primary, pod } => {
-                mongodb::add(exec_pods, primary, &host(ctx, db, pod)).await?;
-                Some((
-                    "MemberAdded",
-                    format!("{pod} joined the replica set; it copies the data, then votes"),
-                ))
-            }
-            Step::RemoveMember { primary, pod } => {
-                mongodb::remove(exec_pods, primary, &host(ctx, db, pod)).await?;
-                Some((
-                    "MemberRemoved",
-                    format!("{pod} left the replica set before its instance is scaled away"),
-                ))
-            }
-            Step::HandOver {
-                primary,
-                to,
-                stay_out,
-                why,
-            } => {
-                for pod in stay_out {
-                    mongodb::stay_out(exec_pods, pod).await?;
+                match mysql::reseed(exec_pods, pod, primary, &db.name_any()).await? {
+                    mysql::Reseed::Started => Some((
+                        "Reseeding",
+                        format!(
+                            "{pod} holds transactions {primary} does not have, or lacks ones {primary} no longer keeps; it is being copied from {primary} and restarts on the copy as its replica"
+                        ),
+                    )),
+                    mysql::Reseed::UnderWay => None,
                 }
-                mongodb::step_down(exec_pods, primary).await?;
-                let note = match why {
-                    Why::ScaleDown => format!(
-                        "the primary's instance is scaled away; {primary} stepped down for {to}"
-                    ),
-                    _ => format!("switching over to {to}, as asked: {primary} stepped down"),
-                };
-                Some(("SwitchingOver", note))
             }
+            Step::RecordMembersSpan { .. }
+            | Step::Initiate { .. }
+            | Step::AddMember { .. }
+            | Step::RemoveMember { .. }
+            | Step::HandOver { .. } => replica_set_step(ctx, db, exec_pods, step).await?,
             Step::Synchronous { pod, on } => {
                 match db.spec.engine {
                     Engine::Mysql => mysql::set_synchronous(exec_pods, pod, *on).await?,
@@ -123,6 +89,61 @@ pub async fn execute(
     Ok(())
 }
 
+/// Carries out a step only a mongodb replica set takes; returns its event.
+async fn replica_set_step(
+    ctx: &Context,
+    db: &Database,
+    exec_pods: &Api<Pod>,
+    step: &Step,
+) -> Result<Option<(&'static str, String)>, Error> {
+    Ok(match step {
+        Step::RecordMembersSpan { span } => {
+            record_in_topology(ctx, db, MEMBERS_SPAN_KEY, &span.to_string()).await?;
+            None
+        }
+        Step::Initiate { pod } => {
+            mongodb::initiate(exec_pods, pod, &host(ctx, db, pod)).await?;
+            Some((
+                "ReplicaSetInitiated",
+                format!("the replica set started on {pod}"),
+            ))
+        }
+        Step::AddMember { primary, pod } => {
+            mongodb::add(exec_pods, primary, &host(ctx, db, pod)).await?;
+            Some((
+                "MemberAdded",
+                format!("{pod} joined the replica set; it copies the data, then votes"),
+            ))
+        }
+        Step::RemoveMember { primary, pod } => {
+            mongodb::remove(exec_pods, primary, &host(ctx, db, pod)).await?;
+            Some((
+                "MemberRemoved",
+                format!("{pod} left the replica set before its instance is scaled away"),
+            ))
+        }
+        Step::HandOver {
+            primary,
+            to,
+            stay_out,
+            why,
+        } => {
+            for pod in stay_out {
+                mongodb::stay_out(exec_pods, pod).await?;
+            }
+            mongodb::step_down(exec_pods, primary).await?;
+            let note = match why {
+                Why::ScaleDown => format!(
+                    "the primary's instance is scaled away; {primary} stepped down for {to}"
+                ),
+                _ => format!("switching over to {to}, as asked: {primary} stepped down"),
+            };
+            Some(("SwitchingOver", note))
+        }
+        _ => None,
+    })
+}
+
 /// Names `to` the primary in the topology ConfigMap; returns the event to publish.
 async fn name_primary(
     ctx: &Context,
@@ -130,21 +151,7 @@ async fn name_primary(
     to: &str,
     why: Why,
 ) -> Result<(&'static str, String), Error> {
-    let maps: Api<ConfigMap> =
-        Api::namespaced(ctx.client.clone(), &db.namespace().unwrap_or_default());
-    let name = topology_configmap_name(db);
-    maps.patch(
-        &name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"data": {PRIMARY_KEY: to}})),
-    )
-    .await
-    .map_err(|source| Error::Apply {
-        kind: "ConfigMap".into(),
-        name,
-        source,
-    })?;
-    ctx.metrics.wrote("topology");
+    record_in_topology(ctx, db, PRIMARY_KEY, to).await?;
     Ok(match why {
         Why::Failover => (
             "FailingOver",
@@ -173,6 +180,31 @@ fn host(ctx: &Context, db: &Database, pod: &str) -> String {
         &db.namespace().unwrap_or_default(),
         &ctx.settings.build.cluster_domain,
     )
+}
+
+/// Sets one key of the topology ConfigMap.
+async fn record_in_topology(
+    ctx: &Context,
+    db: &Database,
+    key: &str,
+    value: &str,
+) -> Result<(), Error> {
+    let maps: Api<ConfigMap> =
+        Api::namespaced(ctx.client.clone(), &db.namespace().unwrap_or_default());
+    let name = topology_configmap_name(db);
+    maps.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {key: value}})),
+    )
+    .await
+    .map_err(|source| Error::Apply {
+        kind: "ConfigMap".into(),
+        name,
+        source,
+    })?;
+    ctx.metrics.wrote("topology");
+    Ok(())
 }
 
 /// Sets (or removes) an instance's role label; a Pod gone meanwhile needs none.

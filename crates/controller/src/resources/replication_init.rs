@@ -15,6 +15,11 @@ use super::meta::{init_configmap_name, topology_configmap_name};
 pub const SCRIPT_KEY: &str = "replication.sh";
 /// The topology ConfigMap's key naming the primary.
 pub const PRIMARY_KEY: &str = "primary";
+/// The topology ConfigMap's key saying how many instances a mongodb replica set's
+/// members span (the highest member's ordinal + 1): the StatefulSet keeps that many, so
+/// a member's Pod goes only once the member has left the set and the set keeps its
+/// majority while it shrinks.
+pub const MEMBERS_SPAN_KEY: &str = "members-span";
 const TOPOLOGY_VOLUME: &str = "topology";
 const TOPOLOGY_DIR: &str = "/etc/database/topology";
 const SCRIPTS_VOLUME: &str = "replication-script";

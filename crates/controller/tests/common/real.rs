@@ -236,3 +236,143 @@ pub async fn create_replicated(env: &Env, spec: serde_json::Value) {
     wait_running(env, "orders").await;
     replicated(env, "orders").await;
 }
+
+/// Creates Database `orders` with `spec` (more than one instance), kills its primary's
+/// Pod on a cordoned node, and kills the controller the moment a new primary is named
+/// in the topology, before it does anything else. Once the controller is back, the
+/// change must be finished: that instance the primary in status, the only one with the
+/// primary role, and the only Pod behind `-rw`.
+#[allow(dead_code)]
+pub async fn controller_killed_mid_failover_finishes_it(env: &mut Env, spec: serde_json::Value) {
+    create_replicated(env, spec).await;
+    cordon(env, true).await;
+    let pods: Api<Pod> = env.api();
+    pods.delete("orders-0", &DeleteParams::default().grace_period(0))
+        .await
+        .expect("primary killed");
+    let maps: Api<k8s_openapi::api::core::v1::ConfigMap> = env.api();
+    let named = eventually(REAL_WAIT, "a new primary named", || async {
+        maps.get("orders-topology")
+            .await
+            .ok()
+            .and_then(|c| c.data?.get("primary").cloned())
+            .filter(|p| p != "orders-0")
+    })
+    .await;
+    env.kill_controller();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    env.start_controller().await;
+    assert_eq!(new_primary(env, "orders", "orders-0").await, named);
+    cordon(env, false).await;
+    let db = replicated(env, "orders").await;
+    let status = db.status.expect("status");
+    assert_eq!(status.primary.as_deref(), Some(named.as_str()));
+    let primaries = status
+        .instances
+        .iter()
+        .filter(|i| i.role == database_api::replication::Role::Primary)
+        .count();
+    assert_eq!(primaries, 1, "{:?}", status.instances);
+    let labelled = pods
+        .list(&kube::api::ListParams::default().labels("mycompany.io/role=primary"))
+        .await
+        .expect("pods");
+    let behind_rw: Vec<String> = labelled.items.iter().map(ResourceExt::name_any).collect();
+    assert_eq!(behind_rw, [named], "one Pod behind -rw");
+}
+
+/// Runs `writer` in a client Pod of `client` against Database `orders` and, 8 s into
+/// it, asks for a switchover to `target`. Returns the writer's output once it is done,
+/// and the primary status named once it changed from `orders-0`.
+#[allow(dead_code)]
+pub async fn switchover_under_writes(
+    env: &Env,
+    client: &str,
+    writer: &str,
+    target: &str,
+) -> (String, String) {
+    let switch = async {
+        tokio::time::sleep(Duration::from_secs(8)).await;
+        env.databases()
+            .patch(
+                "orders",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": {
+                    database_api::replication::SWITCHOVER_ANNOTATION: target}}})),
+            )
+            .await
+            .expect("switchover asked");
+        let started = std::time::Instant::now();
+        let primary = new_primary(env, "orders", "orders-0").await;
+        eprintln!("switchover to {primary} in {:.1?}", started.elapsed());
+        primary
+    };
+    let ((ok, output), primary) = tokio::join!(run_client(env, "orders", client, writer), switch);
+    assert!(ok, "{output}");
+    (output, primary)
+}
+
+/// Deletes the primary's Pod `orders-0` (gracefully) on a cordoned node, so it cannot
+/// come back, and returns the new primary once status names it.
+#[allow(dead_code)]
+pub async fn lose_the_primary(env: &Env) -> String {
+    cordon(env, true).await;
+    let pods: Api<Pod> = env.api();
+    pods.delete("orders-0", &DeleteParams::default())
+        .await
+        .expect("primary deleted");
+    let started = std::time::Instant::now();
+    let promoted = new_primary(env, "orders", "orders-0").await;
+    eprintln!(
+        "new primary {promoted} in {:.1?} after the primary's Pod went",
+        started.elapsed()
+    );
+    promoted
+}
+
+/// Every write the writer's `output` acknowledged is among the ids the client script
+/// `written` prints for Database `orders`, and the writer wrote a fair number.
+#[allow(dead_code)]
+pub async fn assert_none_lost(env: &Env, client: &str, written: &str, output: &str) {
+    let acknowledged = testenv::clients::acknowledged(output);
+    let (ok, stored) = run_client(env, "orders", client, written).await;
+    assert!(ok, "{stored}");
+    let lost = testenv::clients::lost(&acknowledged, &stored);
+    eprintln!(
+        "{} writes acknowledged, {} lost",
+        acknowledged.len(),
+        lost.len()
+    );
+    assert!(acknowledged.len() > 50, "the writer hardly wrote: {output}");
+    assert_eq!(lost, Vec::<u32>::new(), "acknowledged writes lost");
+}
+
+/// Runs `writer` in a client Pod of `client` against Database `orders` and, 8 s into
+/// it, kills the primary's Pod `old` (force-deleted, as a crashed node loses it) while
+/// the node takes no new Pods; once status names another primary the node takes Pods
+/// again. Returns the writer's output and the time from the kill to the new primary.
+#[allow(dead_code)]
+pub async fn kill_the_primary_under_writes(
+    env: &Env,
+    client: &str,
+    writer: &str,
+    old: &str,
+) -> (String, Duration) {
+    let kill = async {
+        tokio::time::sleep(Duration::from_secs(8)).await;
+        cordon(env, true).await;
+        let pods: Api<Pod> = env.api();
+        pods.delete(old, &DeleteParams::default().grace_period(0))
+            .await
+            .expect("primary killed");
+        let started = std::time::Instant::now();
+        let primary = new_primary(env, "orders", old).await;
+        let took = started.elapsed();
+        eprintln!("new primary {primary} in {took:.1?} after the kill");
+        cordon(env, false).await;
+        took
+    };
+    let ((ok, output), took) = tokio::join!(run_client(env, "orders", client, writer), kill);
+    assert!(ok, "{output}");
+    (output, took)
+}

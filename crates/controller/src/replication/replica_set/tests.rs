@@ -40,6 +40,18 @@ fn fresh(ordinal: i32) -> Instance {
     instance
 }
 
+/// The plan when the topology already records the set's span.
+fn planned(named: &str, instances: &[Instance], wanted: &Wanted) -> Vec<Step> {
+    let span = instances
+        .iter()
+        .filter_map(|i| i.engine.as_ref()?.replica_set.as_ref())
+        .flat_map(|s| s.members.iter())
+        .filter_map(|m| crate::replication::ordinal(m))
+        .max()
+        .map(|o| o + 1);
+    plan(named, span, instances, wanted)
+}
+
 fn wanted(replicas: i32) -> Wanted {
     Wanted {
         replicas,
@@ -54,12 +66,12 @@ fn a_new_set_is_initiated_on_the_named_instance_once_every_instance_answered() {
     let mut silent = fresh(1);
     silent.engine = None;
     assert_eq!(
-        plan("orders-0", &[fresh(0), silent], &wanted(2)),
+        planned("orders-0", &[fresh(0), silent], &wanted(2)),
         [],
         "an instance that did not answer may already hold a configuration"
     );
     assert_eq!(
-        plan("orders-0", &[fresh(0), fresh(1)], &wanted(2)),
+        planned("orders-0", &[fresh(0), fresh(1)], &wanted(2)),
         [Step::Initiate {
             pod: "orders-0".into()
         }]
@@ -70,7 +82,7 @@ fn a_new_set_is_initiated_on_the_named_instance_once_every_instance_answered() {
 fn instances_join_one_at_a_time_and_the_set_follows_the_spec() {
     let set = [member(0, true, &[0]), fresh(1), fresh(2)];
     assert_eq!(
-        plan("orders-0", &set, &wanted(3)),
+        planned("orders-0", &set, &wanted(3)),
         [Step::AddMember {
             primary: "orders-0".into(),
             pod: "orders-1".into()
@@ -81,7 +93,7 @@ fn instances_join_one_at_a_time_and_the_set_follows_the_spec() {
         member(1, false, &[]),
         member(2, false, &[]),
     ];
-    assert_eq!(plan("orders-0", &whole, &wanted(3)), []);
+    assert_eq!(planned("orders-0", &whole, &wanted(3)), []);
 }
 
 #[test]
@@ -94,7 +106,7 @@ fn members_scaled_away_are_removed_highest_first() {
         member(4, false, &[]),
     ];
     assert_eq!(
-        plan("orders-0", &set, &wanted(2)),
+        planned("orders-0", &set, &wanted(2)),
         [Step::RemoveMember {
             primary: "orders-0".into(),
             pod: "orders-4".into()
@@ -115,7 +127,7 @@ fn a_primary_scaled_away_hands_over_to_a_caught_up_secondary_that_stays() {
         }
     }
     assert_eq!(
-        plan("orders-2", &set, &wanted(2)),
+        planned("orders-2", &set, &wanted(2)),
         [Step::HandOver {
             primary: "orders-2".into(),
             to: "orders-0".into(),
@@ -135,7 +147,7 @@ fn a_switchover_hands_over_to_the_instance_asked_for() {
     let mut asked = wanted(3);
     asked.switchover_to = Some("orders-2".into());
     assert_eq!(
-        plan("orders-0", &set, &asked),
+        planned("orders-0", &set, &asked),
         [Step::HandOver {
             primary: "orders-0".into(),
             to: "orders-2".into(),
@@ -145,7 +157,7 @@ fn a_switchover_hands_over_to_the_instance_asked_for() {
     );
     let mut not_ready = set.clone();
     not_ready[2].ready = false;
-    assert_eq!(plan("orders-0", &not_ready, &asked), []);
+    assert_eq!(planned("orders-0", &not_ready, &asked), []);
 }
 
 #[test]
@@ -156,7 +168,7 @@ fn an_election_is_followed_named_first_and_labelled_on_the_next_pass() {
     let mut set = [gone, member(1, true, &[0, 1, 2]), member(2, false, &[])];
     set[1].label = Some("replica".into());
     assert_eq!(
-        plan("orders-0", &set, &wanted(3)),
+        planned("orders-0", &set, &wanted(3)),
         [
             Step::NamePrimary {
                 to: "orders-1".into(),
@@ -179,7 +191,7 @@ fn while_no_single_instance_takes_writes_only_the_named_one_keeps_the_primary_la
     ];
     set[2].label = Some("primary".into());
     assert_eq!(
-        plan("orders-0", &set, &wanted(3)),
+        planned("orders-0", &set, &wanted(3)),
         [Step::Label {
             pod: "orders-2".into(),
             role: None
@@ -191,7 +203,7 @@ fn while_no_single_instance_takes_writes_only_the_named_one_keeps_the_primary_la
         member(2, false, &[]),
     ];
     assert_eq!(
-        plan("orders-0", &two, &wanted(3)),
+        planned("orders-0", &two, &wanted(3)),
         [Step::Label {
             pod: "orders-1".into(),
             role: None
@@ -206,10 +218,32 @@ fn sync_mode_sets_the_majority_write_concern() {
     let mut sync = wanted(2);
     sync.synchronous = true;
     assert_eq!(
-        plan("orders-0", &set, &sync),
+        planned("orders-0", &set, &sync),
         [Step::Synchronous {
             pod: "orders-0".into(),
             on: true
+        }]
+    );
+}
+
+#[test]
+fn the_span_of_the_members_is_recorded_so_the_statefulset_keeps_their_instances() {
+    let set = [
+        member(0, true, &[0, 1, 2]),
+        member(1, false, &[]),
+        member(2, false, &[]),
+    ];
+    assert_eq!(
+        plan("orders-0", Some(5), &set, &wanted(3)),
+        [Step::RecordMembersSpan { span: 3 }]
+    );
+    assert_eq!(plan("orders-0", Some(3), &set, &wanted(3)), []);
+    // Scaling to 1: orders-2 leaves first; the span shrinks on a later pass.
+    assert_eq!(
+        plan("orders-0", Some(3), &set, &wanted(1)),
+        [Step::RemoveMember {
+            primary: "orders-0".into(),
+            pod: "orders-2".into()
         }]
     );
 }
