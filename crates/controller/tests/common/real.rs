@@ -208,24 +208,33 @@ pub async fn scale_and_wait_replicated(env: &Env, name: &str, replicas: i32) -> 
         .await
         .expect("scaled");
     let count = usize::try_from(replicas).unwrap_or(0);
-    eventually(
-        REAL_WAIT,
-        &format!("{replicas} instances, replicated"),
-        || async {
-            env.databases().get(name).await.ok().filter(|d| {
-                d.status.as_ref().is_some_and(|s| {
-                    s.replicas == replicas
-                        && s.instances.len() == count
-                        && s.conditions.iter().any(|c| {
-                            c.type_ == "Replicated"
-                                && (c.status == "True"
-                                    || (replicas == 1 && c.reason == "SingleInstance"))
-                        })
+    let done = |d: &Database| {
+        d.status.as_ref().is_some_and(|s| {
+            s.replicas == replicas
+                && s.instances.len() == count
+                && s.conditions.iter().any(|c| {
+                    c.type_ == "Replicated"
+                        && (c.status == "True" || (replicas == 1 && c.reason == "SingleInstance"))
                 })
-            })
-        },
-    )
-    .await
+        })
+    };
+    // Each added instance copies the primary and starts in turn: allow for two.
+    let limit = REAL_WAIT * 2;
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut last = None;
+    loop {
+        if let Ok(db) = env.databases().get(name).await {
+            if done(&db) {
+                return db;
+            }
+            last = db.status;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {limit:?} waiting for {replicas} instances, replicated; last status: {last:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// Creates Database `orders` with `spec` and waits until it runs with every replica
