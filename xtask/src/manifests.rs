@@ -13,19 +13,24 @@ struct Generated {
 
 fn generated() -> anyhow::Result<Vec<Generated>> {
     let root = crate::workspace_root().join("deploy/crd");
-    Ok(vec![
-        Generated {
-            path: root.join("databases.mycompany.io.yaml"),
-            contents: crdgen::render()?,
-        },
-        Generated {
-            path: root.join("kustomization.yaml"),
-            contents: format!(
-                "{}apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- databases.mycompany.io.yaml\n",
-                crdgen::HEADER
-            ),
-        },
-    ])
+    let mut files = Vec::new();
+    let mut resources = String::new();
+    for crd in crdgen::crds() {
+        let name = crdgen::file_name(&crd);
+        writeln!(resources, "- {name}")?;
+        files.push(Generated {
+            path: root.join(name),
+            contents: crdgen::render(&crd)?,
+        });
+    }
+    files.push(Generated {
+        path: root.join("kustomization.yaml"),
+        contents: format!(
+            "{}apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n{resources}",
+            crdgen::HEADER
+        ),
+    });
+    Ok(files)
 }
 
 pub fn run(check: bool) -> anyhow::Result<()> {

@@ -5,6 +5,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::backup::{BackupSchedule, BackupsStatus, RestoreSource};
 use crate::replication::{InstanceStatus, Replication};
 
 /// Replicas when the user gives none; the CRD schema carries it so the API server applies it.
@@ -70,6 +71,10 @@ pub const MAX_REPLICAS: i32 = 5;
     selectable = ".spec.engine"
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "has(self.restoreFrom) == has(oldSelf.restoreFrom)",
+    "message": "restoreFrom is given only when a Database is created",
+}]))]
 pub struct DatabaseSpec {
     /// Database engine. Immutable once created.
     #[schemars(extend("x-kubernetes-validations" = [{"rule": "self == oldSelf", "message": "engine is immutable"}]))]
@@ -99,6 +104,19 @@ pub struct DatabaseSpec {
     /// (the default) keeps them, so no data is lost; `Delete` removes them.
     #[serde(default)]
     pub deletion_policy: DeletionPolicy,
+
+    /// Scheduled logical backups, and where they go.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup: Option<BackupSchedule>,
+
+    /// Start a new Database from a dump; it goes Running once the dump is restored.
+    /// Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-validations" = [
+        {"rule": "self == oldSelf", "message": "restoreFrom is immutable"},
+        {"rule": "has(self.backup) != has(self.location)", "message": "name exactly one source: backup or location"},
+    ]))]
+    pub restore_from: Option<RestoreSource>,
 }
 
 fn default_replicas() -> i32 {
@@ -194,10 +212,14 @@ pub struct DatabaseStatus {
     /// The `metadata.generation` this status was computed from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// Standard conditions: Ready, Progressing, Degraded, Replicated, Paused.
+    /// Standard conditions: Ready, Progressing, Degraded, Replicated, Paused,
+    /// LastBackupSucceeded, Restored.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
+    /// The schedule's last and next backups.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backups: Option<BackupsStatus>,
 }
 
 #[cfg(test)]

@@ -155,6 +155,8 @@ mod tests {
                 storage: "1Gi".into(),
                 replicas: 2,
                 deletion_policy: DeletionPolicy::Delete,
+                backup: None,
+                restore_from: None,
                 replication: crate::replication::Replication::default(),
             },
         );

@@ -4,6 +4,7 @@
 //! This crate has no client: everything here is data and pure functions, so the
 //! controller and the webhook can both call it and stay in agreement.
 
+pub mod backup;
 pub mod conditions;
 pub mod constants;
 mod database;

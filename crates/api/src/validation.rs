@@ -5,6 +5,7 @@
 //! calls the same functions, so a Database is held to the same rules where no webhook
 //! is installed.
 
+mod backup;
 mod update;
 
 use std::fmt;
@@ -15,6 +16,7 @@ use crate::storage::parse_gi;
 use crate::versions::{self, Version};
 use crate::{Database, DatabaseSpec, Engine, MAX_REPLICAS, MIN_REPLICAS};
 
+pub use backup::check_destination;
 pub use update::validate_update;
 
 /// Longest Database name. The StatefulSet's Pods carry the label
@@ -87,7 +89,7 @@ impl Outcome {
             .join("; ")
     }
 
-    fn error(&mut self, path: &str, message: impl Into<String>) {
+    pub(crate) fn error(&mut self, path: &str, message: impl Into<String>) {
         self.errors.push(FieldError::new(path, message));
     }
 
@@ -103,6 +105,8 @@ pub fn validate(db: &Database, limits: &Limits) -> Outcome {
     check_version(&db.spec, &mut outcome);
     check_storage(&db.spec, *limits, &mut outcome);
     check_replicas(&db.spec, &mut outcome);
+    backup::check_backup(&db.spec, &mut outcome);
+    backup::check_restore(&db.spec, &mut outcome);
     outcome
 }
 

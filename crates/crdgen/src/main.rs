@@ -1,9 +1,14 @@
-//! Prints the Database CustomResourceDefinition as YAML on stdout.
+//! Prints the CustomResourceDefinitions as YAML documents on stdout.
 
 use std::io::Write;
 
 fn main() -> anyhow::Result<()> {
-    let yaml = crdgen::render()?;
-    std::io::stdout().lock().write_all(yaml.as_bytes())?;
+    let mut out = std::io::stdout().lock();
+    for (index, crd) in crdgen::crds().iter().enumerate() {
+        if index > 0 {
+            out.write_all(b"---\n")?;
+        }
+        out.write_all(crdgen::render(crd)?.as_bytes())?;
+    }
     Ok(())
 }

@@ -136,6 +136,8 @@ async fn operator_and_database_pods_pass_pod_security_restricted() {
                 storage: "1Gi".to_owned(),
                 replicas: 1,
                 deletion_policy: DeletionPolicy::Retain,
+                backup: None,
+                restore_from: None,
                 replication: database_api::replication::Replication::default(),
             },
         );

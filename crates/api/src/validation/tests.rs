@@ -12,6 +12,8 @@ fn db(name: &str, engine: Engine, version: &str, storage: &str, replicas: i32) -
             storage: storage.into(),
             replicas,
             deletion_policy: DeletionPolicy::Retain,
+            backup: None,
+            restore_from: None,
             replication: crate::replication::Replication::default(),
         },
     );

@@ -15,6 +15,12 @@ pub fn validate_update(old: &Database, new: &Database, limits: &Limits) -> Outco
     check_engine(old, new, &mut outcome);
     check_storage(old, new, &mut outcome);
     check_version(old, new, &mut outcome);
+    if old.spec.restore_from != new.spec.restore_from {
+        outcome.error(
+            "spec.restoreFrom",
+            "is given only when a Database is created and cannot change after",
+        );
+    }
     outcome
 }
 

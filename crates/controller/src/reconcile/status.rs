@@ -158,6 +158,7 @@ pub fn compute(
         selector: Some(selector_string(db)),
         observed_generation: generation,
         conditions: list,
+        backups: db.status.as_ref().and_then(|s| s.backups.clone()),
     }
 }
 

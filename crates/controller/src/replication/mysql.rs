@@ -72,10 +72,11 @@ printf "SET GLOBAL super_read_only = ON; STOP REPLICA; CHANGE REPLICATION SOURCE
         .map(|_| ())
 }
 
-/// Whether [`reseed`] started a copy, or found one under way.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Whether [`reseed`] started a copy (and how the one before it failed, if it did), or
+/// found one under way.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Reseed {
-    Started,
+    Started { last_failure: Option<String> },
     UnderWay,
 }
 
@@ -83,13 +84,16 @@ pub enum Reseed {
 /// the donor's (`$1`), then the server is stopped so the container starts again on the
 /// copy. mysqld without a supervisor cannot restart itself after a clone: it reports
 /// error 3707 (or drops the connection as it stops, 2013). A copy that failed leaves the
-/// server as it was, and a later pass starts another.
+/// server as it was, and its error in `/tmp/clone.failed` for the next pass to report
+/// as it starts another.
 const CLONE_SCRIPT: &str = r#"echo $$ > /tmp/clone.pid
 export MYSQL_PWD="$MYSQL_ROOT_PASSWORD"
 printf "SET GLOBAL super_read_only = OFF; SET GLOBAL clone_valid_donor_list = '%s:3306'; CLONE INSTANCE FROM 'replicator'@'%s':3306 IDENTIFIED BY '%s' REQUIRE SSL;" "$1" "$1" "$DATABASE_REPLICATION_PASSWORD" | mysql --protocol=socket -uroot --connect-timeout=3 2>/tmp/clone.err
 copied=$?
 if [ "$copied" -eq 0 ] || grep -q 'ERROR 3707' /tmp/clone.err; then
 	mysqladmin --protocol=socket -uroot shutdown 2>/dev/null
+else
+	mv /tmp/clone.err /tmp/clone.failed
 fi
 rm -f /tmp/clone.pid"#;
 
@@ -110,14 +114,23 @@ cat >/tmp/clone.sh <<'CLONE'
 {CLONE_SCRIPT}
 CLONE
 setsid sh /tmp/clone.sh '{primary}.{service}' </dev/null >/dev/null 2>&1 &
-echo started"#
+echo started
+if [ -f /tmp/clone.failed ]; then head -c 400 /tmp/clone.failed; rm -f /tmp/clone.failed; fi"#
     );
     let output = exec::run(pods, pod, &["sh", "-c", &script]).await?;
-    Ok(if output.trim() == "under-way" {
-        Reseed::UnderWay
-    } else {
-        Reseed::Started
-    })
+    Ok(reseed_answer(&output))
+}
+
+/// What the reseed script printed: `under-way`, or `started` and the last copy's error.
+fn reseed_answer(output: &str) -> Reseed {
+    let mut lines = output.lines().map(str::trim).filter(|l| !l.is_empty());
+    if lines.next() == Some("under-way") {
+        return Reseed::UnderWay;
+    }
+    let error: Vec<&str> = lines.collect();
+    Reseed::Started {
+        last_failure: (!error.is_empty()).then(|| error.join(" ")),
+    }
 }
 
 /// Makes commits on the primary wait for a replica (semi-synchronous replication), or
@@ -209,5 +222,24 @@ mod tests {
         assert_eq!(parse_state(""), None);
         assert_eq!(parse_state("ERROR 2002 (HY000): Can't connect"), None);
         assert_eq!(parse_state("0\tnot-a-set\t\t\t\t\t\t0"), None);
+    }
+
+    #[test]
+    fn a_started_copy_reports_how_the_last_one_failed() {
+        assert_eq!(reseed_answer("under-way\n"), Reseed::UnderWay);
+        assert_eq!(
+            reseed_answer("started\n"),
+            Reseed::Started { last_failure: None }
+        );
+        assert_eq!(
+            reseed_answer(
+                "started\nERROR 3869 (HY000) at line 1: Clone system configuration: orders-0.orders:3306 is not found in clone_valid_donor_list\n"
+            ),
+            Reseed::Started {
+                last_failure: Some(
+                    "ERROR 3869 (HY000) at line 1: Clone system configuration: orders-0.orders:3306 is not found in clone_valid_donor_list".to_owned()
+                )
+            }
+        );
     }
 }

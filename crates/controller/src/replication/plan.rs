@@ -99,17 +99,24 @@ pub enum Step {
     Reseed { pod: String, primary: String },
     /// Make writes on the primary wait for a replica, or not.
     Synchronous { pod: String, on: bool },
-    /// Record in the topology how many instances the set's members span (mongodb).
+    /// A change only a replica set that elects its own primary takes (mongodb).
+    ReplicaSet(ReplicaSetStep),
+}
+
+/// The steps of a replica set that elects its own primary (mongodb): the operator
+/// changes its members and asks for hand-overs; the set itself promotes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReplicaSetStep {
+    /// Record in the topology how many instances the set's members span.
     RecordMembersSpan { span: i32 },
-    /// Start a replica set of one member on `pod` (mongodb).
+    /// Start a replica set of one member on `pod`.
     Initiate { pod: String },
-    /// Add `pod` to the set, through its primary (mongodb).
+    /// Add `pod` to the set, through its primary.
     AddMember { primary: String, pod: String },
-    /// Remove `pod` from the set, through its primary (mongodb).
+    /// Remove `pod` from the set, through its primary.
     RemoveMember { primary: String, pod: String },
     /// Have the elected primary hand over to `to`: the secondaries in `stay_out` sit
-    /// the next election out, and the primary steps down once `to` has caught up
-    /// (mongodb).
+    /// the next election out, and the primary steps down once `to` has caught up.
     HandOver {
         primary: String,
         to: String,

@@ -9,7 +9,7 @@
 //! pass before it is labelled. The replica set itself never lets two primaries commit a
 //! majority write: a write acknowledged by a majority survives any election.
 
-use super::plan::{Instance, Step, Wanted, Why, labels};
+use super::plan::{Instance, ReplicaSetStep, Step, Wanted, Why, labels};
 use crate::resources::meta::PRIMARY;
 
 /// The steps for now, given the named primary and the instances.
@@ -52,7 +52,7 @@ pub fn plan(
         .max()
         .map(|highest| highest + 1);
     if let Some(span) = span.filter(|s| Some(*s) != recorded_span) {
-        steps.push(Step::RecordMembersSpan { span });
+        steps.push(Step::ReplicaSet(ReplicaSetStep::RecordMembersSpan { span }));
     }
     steps.extend(membership(elected, instances, wanted));
     steps
@@ -78,9 +78,9 @@ fn initiate(named: &str, instances: &[Instance]) -> Vec<Step> {
         .iter()
         .find(|i| i.name == named && i.running && i.engine.is_some());
     match first {
-        Some(first) if all_answered => vec![Step::Initiate {
+        Some(first) if all_answered => vec![Step::ReplicaSet(ReplicaSetStep::Initiate {
             pod: first.name.clone(),
-        }],
+        })],
         _ => Vec::new(),
     }
 }
@@ -115,12 +115,12 @@ fn membership(primary: &Instance, instances: &[Instance], wanted: &Wanted) -> Ve
             .filter(|i| i.engine.as_ref().is_some_and(|e| e.streaming))
             .map(|i| i.name.clone())
             .collect();
-        vec![Step::HandOver {
+        vec![Step::ReplicaSet(ReplicaSetStep::HandOver {
             primary: primary.name.clone(),
             to,
             stay_out,
             why,
-        }]
+        })]
     };
     if let Some(target) = &wanted.switchover_to
         && *target != primary.name
@@ -144,19 +144,19 @@ fn membership(primary: &Instance, instances: &[Instance], wanted: &Wanted) -> Ve
         .filter(|m| super::ordinal(m).is_some_and(|o| o >= wanted.replicas))
         .max_by_key(|m| super::ordinal(m));
     if let Some(pod) = leaving {
-        return vec![Step::RemoveMember {
+        return vec![Step::ReplicaSet(ReplicaSetStep::RemoveMember {
             primary: primary.name.clone(),
             pod: pod.clone(),
-        }];
+        })];
     }
     let joining = instances.iter().find(|i| {
         i.running && i.ordinal < wanted.replicas && i.engine.is_some() && !is_member(&i.name)
     });
     if let Some(joining) = joining {
-        return vec![Step::AddMember {
+        return vec![Step::ReplicaSet(ReplicaSetStep::AddMember {
             primary: primary.name.clone(),
             pod: joining.name.clone(),
-        }];
+        })];
     }
     let synchronous = wanted.synchronous && wanted.replicas > 1;
     if primary

@@ -6,7 +6,7 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;
 
-use super::plan::{Step, Why};
+use super::plan::{ReplicaSetStep, Step, Why};
 use super::{Report, mongodb, mysql, postgres};
 use crate::context::Context;
 use crate::error::Error;
@@ -54,20 +54,25 @@ pub async fn execute(
             }
             Step::Reseed { pod, primary } => {
                 match mysql::reseed(exec_pods, pod, primary, &db.name_any()).await? {
-                    mysql::Reseed::Started => Some((
-                        "Reseeding",
-                        format!(
-                            "{pod} holds transactions {primary} does not have, or lacks ones {primary} no longer keeps; it is being copied from {primary} and restarts on the copy as its replica"
-                        ),
-                    )),
+                    mysql::Reseed::Started { last_failure } => {
+                        if let Some(error) = last_failure {
+                            report.events.push((
+                                EventType::Warning,
+                                "ReseedFailed",
+                                format!("the last copy of {primary} into {pod} failed ({error}); copying again"),
+                            ));
+                        }
+                        Some((
+                            "Reseeding",
+                            format!(
+                                "{pod} holds transactions {primary} does not have, or lacks ones {primary} no longer keeps; it is being copied from {primary} and restarts on the copy as its replica"
+                            ),
+                        ))
+                    }
                     mysql::Reseed::UnderWay => None,
                 }
             }
-            Step::RecordMembersSpan { .. }
-            | Step::Initiate { .. }
-            | Step::AddMember { .. }
-            | Step::RemoveMember { .. }
-            | Step::HandOver { .. } => replica_set_step(ctx, db, exec_pods, step).await?,
+            Step::ReplicaSet(step) => replica_set_step(ctx, db, exec_pods, step).await?,
             Step::Synchronous { pod, on } => {
                 match db.spec.engine {
                     Engine::Mysql => mysql::set_synchronous(exec_pods, pod, *on).await?,
@@ -94,35 +99,35 @@ async fn replica_set_step(
     ctx: &Context,
     db: &Database,
     exec_pods: &Api<Pod>,
-    step: &Step,
+    step: &ReplicaSetStep,
 ) -> Result<Option<(&'static str, String)>, Error> {
     Ok(match step {
-        Step::RecordMembersSpan { span } => {
+        ReplicaSetStep::RecordMembersSpan { span } => {
             record_in_topology(ctx, db, MEMBERS_SPAN_KEY, &span.to_string()).await?;
             None
         }
-        Step::Initiate { pod } => {
+        ReplicaSetStep::Initiate { pod } => {
             mongodb::initiate(exec_pods, pod, &host(ctx, db, pod)).await?;
             Some((
                 "ReplicaSetInitiated",
                 format!("the replica set started on {pod}"),
             ))
         }
-        Step::AddMember { primary, pod } => {
+        ReplicaSetStep::AddMember { primary, pod } => {
             mongodb::add(exec_pods, primary, &host(ctx, db, pod)).await?;
             Some((
                 "MemberAdded",
                 format!("{pod} joined the replica set; it copies the data, then votes"),
             ))
         }
-        Step::RemoveMember { primary, pod } => {
+        ReplicaSetStep::RemoveMember { primary, pod } => {
             mongodb::remove(exec_pods, primary, &host(ctx, db, pod)).await?;
             Some((
                 "MemberRemoved",
                 format!("{pod} left the replica set before its instance is scaled away"),
             ))
         }
-        Step::HandOver {
+        ReplicaSetStep::HandOver {
             primary,
             to,
             stay_out,
@@ -140,7 +145,6 @@ async fn replica_set_step(
             };
             Some(("SwitchingOver", note))
         }
-        _ => None,
     })
 }
 

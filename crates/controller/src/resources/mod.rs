@@ -46,6 +46,8 @@ pub(crate) mod fixtures {
                 storage: "10Gi".to_owned(),
                 replicas,
                 deletion_policy: DeletionPolicy::Retain,
+                backup: None,
+                restore_from: None,
                 replication: database_api::replication::Replication::default(),
             },
         );

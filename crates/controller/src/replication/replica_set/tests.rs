@@ -72,9 +72,9 @@ fn a_new_set_is_initiated_on_the_named_instance_once_every_instance_answered() {
     );
     assert_eq!(
         planned("orders-0", &[fresh(0), fresh(1)], &wanted(2)),
-        [Step::Initiate {
+        [Step::ReplicaSet(ReplicaSetStep::Initiate {
             pod: "orders-0".into()
-        }]
+        })]
     );
 }
 
@@ -83,10 +83,10 @@ fn instances_join_one_at_a_time_and_the_set_follows_the_spec() {
     let set = [member(0, true, &[0]), fresh(1), fresh(2)];
     assert_eq!(
         planned("orders-0", &set, &wanted(3)),
-        [Step::AddMember {
+        [Step::ReplicaSet(ReplicaSetStep::AddMember {
             primary: "orders-0".into(),
             pod: "orders-1".into()
-        }]
+        })]
     );
     let whole = [
         member(0, true, &[0, 1, 2]),
@@ -107,10 +107,10 @@ fn members_scaled_away_are_removed_highest_first() {
     ];
     assert_eq!(
         planned("orders-0", &set, &wanted(2)),
-        [Step::RemoveMember {
+        [Step::ReplicaSet(ReplicaSetStep::RemoveMember {
             primary: "orders-0".into(),
             pod: "orders-4".into()
-        }]
+        })]
     );
 }
 
@@ -128,12 +128,12 @@ fn a_primary_scaled_away_hands_over_to_a_caught_up_secondary_that_stays() {
     }
     assert_eq!(
         planned("orders-2", &set, &wanted(2)),
-        [Step::HandOver {
+        [Step::ReplicaSet(ReplicaSetStep::HandOver {
             primary: "orders-2".into(),
             to: "orders-0".into(),
             stay_out: vec!["orders-1".into()],
             why: Why::ScaleDown,
-        }]
+        })]
     );
 }
 
@@ -148,12 +148,12 @@ fn a_switchover_hands_over_to_the_instance_asked_for() {
     asked.switchover_to = Some("orders-2".into());
     assert_eq!(
         planned("orders-0", &set, &asked),
-        [Step::HandOver {
+        [Step::ReplicaSet(ReplicaSetStep::HandOver {
             primary: "orders-0".into(),
             to: "orders-2".into(),
             stay_out: vec!["orders-1".into()],
             why: Why::Switchover,
-        }]
+        })]
     );
     let mut not_ready = set.clone();
     not_ready[2].ready = false;
@@ -235,15 +235,17 @@ fn the_span_of_the_members_is_recorded_so_the_statefulset_keeps_their_instances(
     ];
     assert_eq!(
         plan("orders-0", Some(5), &set, &wanted(3)),
-        [Step::RecordMembersSpan { span: 3 }]
+        [Step::ReplicaSet(ReplicaSetStep::RecordMembersSpan {
+            span: 3
+        })]
     );
     assert_eq!(plan("orders-0", Some(3), &set, &wanted(3)), []);
     // Scaling to 1: orders-2 leaves first; the span shrinks on a later pass.
     assert_eq!(
         plan("orders-0", Some(3), &set, &wanted(1)),
-        [Step::RemoveMember {
+        [Step::ReplicaSet(ReplicaSetStep::RemoveMember {
             primary: "orders-0".into(),
             pod: "orders-2".into()
-        }]
+        })]
     );
 }
