@@ -1,5 +1,6 @@
 # syntax=docker/dockerfile:1
-# Both binaries (controller and webhook) in one minimal, non-root image.
+# The three binaries (controller, webhook and the backup agent its backup Jobs run) in one
+# minimal, non-root image.
 
 ARG RUST_VERSION=1.95.0
 
@@ -14,18 +15,20 @@ COPY crates/controller/Cargo.toml crates/controller/
 COPY crates/webhook/Cargo.toml crates/webhook/
 COPY crates/crdgen/Cargo.toml crates/crdgen/
 COPY crates/testenv/Cargo.toml crates/testenv/
+COPY crates/backup/Cargo.toml crates/backup/
+COPY crates/e2e/Cargo.toml crates/e2e/
 COPY xtask/Cargo.toml xtask/
-RUN for crate in crates/api crates/controller crates/webhook crates/crdgen crates/testenv xtask; do \
+RUN for crate in crates/api crates/controller crates/webhook crates/crdgen crates/testenv crates/backup crates/e2e xtask; do \
         mkdir -p "$crate/src" && touch "$crate/src/lib.rs" && echo 'fn main() {}' > "$crate/src/main.rs"; \
     done \
-    && cargo build --locked --release -p database-controller -p database-webhook \
+    && cargo build --locked --release -p database-controller -p database-webhook -p database-backup \
     && rm -rf crates xtask
 
 COPY crates crates
 COPY xtask xtask
 # The real sources are newer than the stubs' build outputs, so only the workspace
 # crates are rebuilt.
-RUN cargo build --locked --release -p database-controller -p database-webhook --bins
+RUN cargo build --locked --release -p database-controller -p database-webhook -p database-backup --bins
 
 FROM gcr.io/distroless/cc-debian12:nonroot
 ARG VERSION=0.1.0
@@ -36,5 +39,6 @@ LABEL org.opencontainers.image.title="database-operator" \
       org.opencontainers.image.version="${VERSION}"
 COPY --from=build /src/target/release/controller /controller
 COPY --from=build /src/target/release/webhook /webhook
+COPY --from=build /src/target/release/backup-agent /backup-agent
 USER 65532:65532
 ENTRYPOINT ["/controller"]

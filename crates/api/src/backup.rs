@@ -11,6 +11,19 @@ mod schedule;
 
 pub use schedule::Schedule;
 
+/// The environment of the backup agent's container, which the controller sets.
+pub mod agent {
+    /// The directory a volume destination is mounted on.
+    pub const VOLUME: &str = "BACKUP_VOLUME";
+    pub const S3_ENDPOINT: &str = "BACKUP_S3_ENDPOINT";
+    pub const S3_BUCKET: &str = "BACKUP_S3_BUCKET";
+    pub const S3_REGION: &str = "BACKUP_S3_REGION";
+    pub const S3_ACCESS_KEY_ID: &str = "BACKUP_S3_ACCESS_KEY_ID";
+    pub const S3_SECRET_ACCESS_KEY: &str = "BACKUP_S3_SECRET_ACCESS_KEY";
+    /// A file of PEM certificates to trust besides the system's.
+    pub const S3_CA_FILE: &str = "BACKUP_S3_CA_FILE";
+}
+
 /// Backups a schedule keeps when `spec.backup.retention` names no bound.
 pub const DEFAULT_KEEP: i32 = 7;
 /// The S3 region when none is given; S3-compatible servers other than AWS accept it.

@@ -14,14 +14,16 @@ pub const ETCD_VERSION: &str = "v3.6.16";
 pub const KWOK_VERSION: &str = "v0.8.0";
 /// CoreDNS release (cluster DNS of the real tier).
 pub const COREDNS_VERSION: &str = "v1.14.7";
+/// versitygw release: the S3-compatible object store backups are tested against.
+pub const VERSITYGW_VERSION: &str = "v1.8.0";
 
 /// Binaries of the integration tier.
 pub const CORE_BINARIES: [&str; 3] = ["etcd", "kube-apiserver", "kubectl"];
 /// Binaries only the full tier needs.
 pub const FULL_BINARIES: [&str; 3] = ["kube-controller-manager", "kube-scheduler", "kwok"];
 /// Binaries only the real tier needs (besides containerd, runc and the CNI plugins,
-/// which come from the system's packages).
-pub const REAL_BINARIES: [&str; 3] = ["kubelet", "kube-proxy", "coredns"];
+/// which come from the system's packages), and the object store backups go to.
+pub const REAL_BINARIES: [&str; 4] = ["kubelet", "kube-proxy", "coredns", "versitygw"];
 /// Stage definitions for kwok, assembled at build time from the kwok module.
 pub const KWOK_STAGES_FILE: &str = "kwok-stages.yaml";
 

@@ -22,6 +22,7 @@ mod full;
 pub mod https;
 pub mod images;
 mod kubeconfig;
+pub mod object_store;
 mod pki;
 mod ports;
 pub mod process;

@@ -11,7 +11,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use testenv::assets::{self, COREDNS_VERSION, ETCD_VERSION, KUBERNETES_VERSION, KWOK_VERSION};
+use testenv::assets::{
+    self, COREDNS_VERSION, ETCD_VERSION, KUBERNETES_VERSION, KWOK_VERSION, VERSITYGW_VERSION,
+};
 
 /// Which tier's binaries to make sure of.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -76,6 +78,10 @@ pub fn ensure_built(tier: Tier) -> anyhow::Result<PathBuf> {
         steps.push(Step {
             name: format!("coredns-{COREDNS_VERSION}"),
             ..Step::new("", "CoreDNS", 2)
+        });
+        steps.push(Step {
+            name: format!("versitygw-{VERSITYGW_VERSION}"),
+            ..Step::new("", "versitygw (the tests' object store)", 2)
         });
     }
     let missing: Vec<&Step> = steps.iter().filter(|s| !s.marker(&bin).is_file()).collect();
@@ -159,6 +165,12 @@ fn build(name: &str, src: &Path, bin: &Path) -> anyhow::Result<()> {
             &bin.join("kwok"),
         ),
         "kwok-stages" => recipes::kwok_stages(&src.join("kwok"), bin),
+        versitygw if versitygw.starts_with("versitygw") => recipes::tool(
+            &src.join("versitygw"),
+            "github.com/versity/versitygw/cmd/versitygw",
+            VERSITYGW_VERSION,
+            &bin.join("versitygw"),
+        ),
         _ => recipes::coredns(&src.join("coredns"), &bin.join("coredns")),
     }
 }
@@ -166,7 +178,7 @@ fn build(name: &str, src: &Path, bin: &Path) -> anyhow::Result<()> {
 /// `cargo xtask control-plane info`.
 pub fn print_info() {
     println!("pinned: kubernetes {KUBERNETES_VERSION}, etcd {ETCD_VERSION}, kwok {KWOK_VERSION}");
-    println!("pinned for the real tier: coredns {COREDNS_VERSION}");
+    println!("pinned for the real tier: coredns {COREDNS_VERSION}, versitygw {VERSITYGW_VERSION}");
     for name in assets::CORE_BINARIES
         .iter()
         .chain(&assets::FULL_BINARIES)
