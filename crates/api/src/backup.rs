@@ -22,6 +22,25 @@ pub mod agent {
     pub const S3_SECRET_ACCESS_KEY: &str = "BACKUP_S3_SECRET_ACCESS_KEY";
     /// A file of PEM certificates to trust besides the system's.
     pub const S3_CA_FILE: &str = "BACKUP_S3_CA_FILE";
+
+    /// What the agent reports, as one JSON line in its container's termination
+    /// message.
+    #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct Report {
+        /// Where the dump is, for people.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub location: Option<String>,
+        /// Bytes stored (compressed).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub stored_bytes: Option<u64>,
+        /// Bytes of the dump itself.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub source_bytes: Option<u64>,
+        /// Why it failed, as a sentence.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub error: Option<String>,
+    }
 }
 
 /// Backups a schedule keeps when `spec.backup.retention` names no bound.

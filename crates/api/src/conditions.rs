@@ -12,6 +12,10 @@ pub const DEGRADED: &str = "Degraded";
 pub const REPLICATED: &str = "Replicated";
 /// Reconciliation is paused by the `mycompany.io/paused` annotation.
 pub const PAUSED: &str = "Paused";
+/// Whether the newest finished backup succeeded.
+pub const LAST_BACKUP_SUCCEEDED: &str = "LastBackupSucceeded";
+/// Whether a Database created from a dump (`spec.restoreFrom`) has it restored.
+pub const RESTORED: &str = "Restored";
 
 /// Condition status values.
 pub const TRUE: &str = "True";

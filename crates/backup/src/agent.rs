@@ -5,25 +5,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use database_api::backup::agent as env;
-use serde::{Deserialize, Serialize};
+pub use database_api::backup::agent::Report;
 
 use crate::s3::{Bucket, BucketConfig, Credentials};
 use crate::store::Store;
-
-/// What a finished upload reports.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Report {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub location: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stored_bytes: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source_bytes: Option<u64>,
-    /// Why it failed, as a sentence.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
 
 /// The store the environment names: a bucket (`BACKUP_S3_*`) or a volume
 /// (`BACKUP_VOLUME`).

@@ -39,6 +39,10 @@ pub async fn run(
         },
         max_storage_gi: cli.max_storage_gi,
         before_reconcile: None,
+        backup_agent_image: match &cli.backup_agent_image {
+            Some(image) => Some(image.clone()),
+            None => own_image(&client).await,
+        },
     };
     let mut ctx = Context::new(
         client.clone(),
@@ -145,6 +149,33 @@ async fn serve_http(
         });
     }
     Ok(())
+}
+
+/// The image of the container this controller runs in, read from its own Pod; `None`
+/// outside a Pod or when the Pod cannot be read.
+async fn own_image(client: &Client) -> Option<String> {
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::{Api, ListParams};
+
+    let name = std::env::var("POD_NAME").ok()?;
+    let namespace = std::env::var("POD_NAMESPACE").ok()?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+    // A list by name: the controller's role lists Pods but does not get them.
+    let list = pods
+        .list(&ListParams::default().fields(&format!("metadata.name={name}")))
+        .await
+        .map_err(|err| tracing::warn!(error = %err, "could not read the controller's own Pod; backups need --backup-agent-image"))
+        .ok()?;
+    let spec = list.items.into_iter().next()?.spec?;
+    let image = spec
+        .containers
+        .iter()
+        .find(|c| c.name == "controller")
+        .or(spec.containers.first())?
+        .image
+        .clone()?;
+    tracing::info!(image = %image, "backup Jobs run the agent from the controller's own image");
+    Some(image)
 }
 
 fn hostname() -> String {

@@ -98,4 +98,9 @@ pub struct Cli {
     /// Largest `spec.storage` accepted, in GiB.
     #[arg(long, env = "MAX_STORAGE_GI", default_value_t = 16384)]
     pub max_storage_gi: u64,
+
+    /// The image backup and restore Jobs run the backup agent from. By default the
+    /// controller's own image, read from its Pod (`POD_NAME`, `POD_NAMESPACE`).
+    #[arg(long, env = "BACKUP_AGENT_IMAGE")]
+    pub backup_agent_image: Option<String>,
 }

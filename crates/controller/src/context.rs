@@ -4,7 +4,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use database_api::backup::DatabaseBackup;
 use kube::Client;
+use kube::runtime::reflector::Store;
 
 use crate::events::{Publisher, Reporter};
 use crate::metrics::Metrics;
@@ -20,6 +22,9 @@ pub struct Settings {
     /// Called at the start of every reconcile; `None` in the binary. Fault tests use it
     /// to make a reconcile panic.
     pub before_reconcile: Option<ReconcileHook>,
+    /// The image backup and restore Jobs run the backup agent from (the operator's
+    /// own); `None` when it is not known, and then backups fail saying so.
+    pub backup_agent_image: Option<String>,
 }
 
 /// A function run before each reconcile.
@@ -31,6 +36,7 @@ impl std::fmt::Debug for Settings {
             .field("build", &self.build)
             .field("max_storage_gi", &self.max_storage_gi)
             .field("before_reconcile", &self.before_reconcile.is_some())
+            .field("backup_agent_image", &self.backup_agent_image)
             .finish()
     }
 }
@@ -41,6 +47,7 @@ impl Default for Settings {
             build: BuildConfig::default(),
             max_storage_gi: database_api::validation::Limits::default().max_storage_gi,
             before_reconcile: None,
+            backup_agent_image: None,
         }
     }
 }
@@ -87,6 +94,9 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     /// When each Database's primary was first seen not ready (see [`Outages`]).
     pub outages: Outages,
+    /// The caches of DatabaseBackups the backup watches keep (one per watched
+    /// namespace, or one for all), which a Database's reconcile reads its backups from.
+    backups: Mutex<Vec<Store<DatabaseBackup>>>,
 }
 
 impl Context {
@@ -109,7 +119,34 @@ impl Context {
             metrics,
             backoff: Backoff::default(),
             outages: Outages::default(),
+            backups: Mutex::default(),
         }
+    }
+
+    /// Keeps a cache of DatabaseBackups for [`Context::backups_of`].
+    pub fn remember_backups(&self, store: Store<DatabaseBackup>) {
+        if let Ok(mut stores) = self.backups.lock() {
+            stores.push(store);
+        }
+    }
+
+    /// The cached DatabaseBackups of the Database `namespace/name`; `None` when no
+    /// watch keeps a cache (a test driving the reconcile alone).
+    pub fn backups_of(&self, namespace: &str, name: &str) -> Option<Vec<DatabaseBackup>> {
+        let stores = self.backups.lock().ok()?;
+        if stores.is_empty() {
+            return None;
+        }
+        Some(
+            stores
+                .iter()
+                .flat_map(Store::state)
+                .filter(|b| {
+                    b.spec.database == name && b.metadata.namespace.as_deref() == Some(namespace)
+                })
+                .map(|b| (*b).clone())
+                .collect(),
+        )
     }
 }
 

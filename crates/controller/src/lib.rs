@@ -3,6 +3,7 @@
 //! PodDisruptionBudget, and reports what it sees in the Database's status.
 
 pub mod app;
+pub mod backup;
 pub mod cli;
 pub mod client;
 pub mod context;

@@ -19,6 +19,12 @@ pub struct ErrorLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DatabaseLabels {
+    pub namespace: String,
+    pub database: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct WriteLabels {
     /// What was written: `apply`, `status`, `finalizer`, `delete`, `create`.
     pub action: &'static str,
@@ -32,6 +38,7 @@ pub struct Metrics {
     pub duration: Family<ResultLabels, Histogram>,
     pub leader: Gauge,
     pub queue: QueueMetrics,
+    pub backup_failures: Family<DatabaseLabels, Counter>,
 }
 
 /// What the work queue reports: how many Databases wait for a worker, and how long
@@ -97,6 +104,12 @@ impl Default for Metrics {
             "Time from a Database falling due to its reconcile starting",
             queue.wait.clone(),
         );
+        let backup_failures = Family::<DatabaseLabels, Counter>::default();
+        registry.register(
+            "backup_failures",
+            "Backups that failed, by Database",
+            backup_failures.clone(),
+        );
         Self {
             registry,
             reconciles,
@@ -105,6 +118,7 @@ impl Default for Metrics {
             duration,
             leader,
             queue,
+            backup_failures,
         }
     }
 }
@@ -113,6 +127,16 @@ impl Metrics {
     /// Counts one write call.
     pub fn wrote(&self, action: &'static str) {
         self.writes.get_or_create(&WriteLabels { action }).inc();
+    }
+
+    /// Counts one failed backup of a Database.
+    pub fn backup_failed(&self, namespace: &str, database: &str) {
+        self.backup_failures
+            .get_or_create(&DatabaseLabels {
+                namespace: namespace.to_owned(),
+                database: database.to_owned(),
+            })
+            .inc();
     }
 
     /// The metrics in OpenMetrics text format.
@@ -136,6 +160,19 @@ mod tests {
         let text = metrics.encode();
         assert!(
             text.contains("database_controller_writes_total{action=\"apply\"} 2"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn failed_backups_are_counted_per_database() {
+        let metrics = Metrics::default();
+        metrics.backup_failed("shop", "orders");
+        let text = metrics.encode();
+        assert!(
+            text.contains(
+                "database_controller_backup_failures_total{namespace=\"shop\",database=\"orders\"} 1"
+            ),
             "{text}"
         );
     }

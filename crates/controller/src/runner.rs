@@ -6,10 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use database_api::Database;
+use database_api::backup::DatabaseBackup;
 use database_api::constants::labels;
 use futures::stream::BoxStream;
-use futures::{Stream, StreamExt};
+use futures::{FutureExt as _, Stream, StreamExt};
 use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::core::PartialObjectMeta;
@@ -18,6 +20,7 @@ use kube::runtime::reflector::{self, ObjectRef, ObjectRefExtra, Store};
 use kube::runtime::{Predicate as _, PredicateConfig, WatchStreamExt as _, predicates, watcher};
 use kube::{Api, Client, ResourceExt as _};
 
+use crate::backup;
 use crate::context::Context;
 use crate::dispatch;
 use crate::reconcile::{error_policy, reconcile};
@@ -44,26 +47,118 @@ pub async fn run(
         Scope::AllNamespaces => vec![None],
         Scope::Namespaces(list) => list.into_iter().map(Some).collect(),
     };
-    let controllers = namespaces.into_iter().map(|namespace| {
+    let mut controllers = Vec::new();
+    for namespace in namespaces {
         let (triggers, store) = triggers(&ctx.client, namespace.as_deref());
-        dispatch::run(
-            triggers,
-            store,
-            reconcile,
-            error_policy,
-            ctx.clone(),
-            dispatch::Workers {
-                concurrency,
-                metrics: ctx.metrics.queue.clone(),
-                forget: Some(Arc::new({
-                    let ctx = ctx.clone();
-                    move |key: &str| ctx.backoff.reset(key)
-                })),
-            },
-            shutdown.clone(),
-        )
-    });
+        controllers.push(
+            dispatch::run(
+                triggers,
+                store,
+                reconcile,
+                error_policy,
+                ctx.clone(),
+                dispatch::Workers {
+                    concurrency,
+                    metrics: ctx.metrics.queue.clone(),
+                    forget: Some(Arc::new({
+                        let ctx = ctx.clone();
+                        move |key: &str| ctx.backoff.reset(key)
+                    })),
+                },
+                shutdown.clone(),
+            )
+            .boxed(),
+        );
+        let (triggers, store) = backup_triggers(&ctx.client, namespace.as_deref());
+        ctx.remember_backups(store.clone());
+        controllers.push(
+            dispatch::run(
+                triggers,
+                store,
+                backup::reconcile::reconcile,
+                backup::reconcile::error_policy,
+                ctx.clone(),
+                dispatch::Workers {
+                    concurrency: BACKUP_CONCURRENCY,
+                    metrics: crate::metrics::QueueMetrics::default(),
+                    forget: None,
+                },
+                shutdown.clone(),
+            )
+            .boxed(),
+        );
+    }
     futures::future::join_all(controllers).await;
+}
+
+/// DatabaseBackups handled at the same time: each mostly waits on its Job.
+const BACKUP_CONCURRENCY: u16 = 4;
+
+/// The DatabaseBackups to reconcile: their own changes and their Jobs'.
+fn backup_triggers(
+    client: &Client,
+    namespace: Option<&str>,
+) -> (
+    impl Stream<Item = ObjectRef<DatabaseBackup>> + use<>,
+    Store<DatabaseBackup>,
+) {
+    let (reader, writer) = reflector::store();
+    let backups = watcher(
+        api::<DatabaseBackup>(client, namespace),
+        watcher::Config::default().any_semantic(),
+    )
+    .backoff(WatchBackoff::default())
+    .reflect(writer)
+    .touched_objects()
+    .map(|result| result.map(|b| ObjectRef::from_obj(&b)))
+    .boxed();
+    let streams = vec![backups, owner_of::<Job, DatabaseBackup>(client, namespace)];
+    (keys_of(futures::stream::select_all(streams)), reader)
+}
+
+/// The Databases whose backups change (a finished one sets LastBackupSucceeded).
+fn databases_of_backups(
+    client: &Client,
+    namespace: Option<&str>,
+) -> BoxStream<'static, Result<ObjectRef<Database>, watcher::Error>> {
+    watcher(
+        api::<DatabaseBackup>(client, namespace),
+        watcher::Config::default().any_semantic(),
+    )
+    .backoff(WatchBackoff::default())
+    .touched_objects()
+    .map(|result| {
+        result.map(|backup| {
+            let namespace = backup.namespace().unwrap_or_default();
+            ObjectRef::new(&backup.spec.database).within(&namespace)
+        })
+    })
+    .boxed()
+}
+
+/// Keys from watch results: a failed watch retries after its backoff and yields none.
+fn keys_of<K>(
+    results: impl Stream<Item = Result<ObjectRef<K>, watcher::Error>>,
+) -> impl Stream<Item = ObjectRef<K>>
+where
+    K: kube::Resource,
+    K::DynamicType: Default,
+{
+    results.filter_map(|result| async move {
+        match result {
+            // The uid and resourceVersion a key carries play no part in finding the
+            // object; dropping them keeps each waiting key small.
+            Ok(mut key) => {
+                key.extra = ObjectRefExtra::default();
+                Some(key)
+            }
+            Err(err) => {
+                // The watch retries after its backoff; its cache stays as it was.
+                tracing::info!(error = %crate::error::watch_message(&err), "watch failed; retrying");
+                None
+            }
+        }
+    })
 }
 
 fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
@@ -114,29 +209,16 @@ fn triggers(
         .boxed();
     let streams = vec![
         databases,
-        owner_of::<StatefulSet>(client, namespace),
-        owner_of::<Service>(client, namespace),
-        owner_of::<Secret>(client, namespace),
-        owner_of::<PodDisruptionBudget>(client, namespace),
-        owner_of::<ConfigMap>(client, namespace),
+        owner_of::<StatefulSet, Database>(client, namespace),
+        owner_of::<Service, Database>(client, namespace),
+        owner_of::<Secret, Database>(client, namespace),
+        owner_of::<PodDisruptionBudget, Database>(client, namespace),
+        owner_of::<ConfigMap, Database>(client, namespace),
+        owner_of::<Job, Database>(client, namespace),
         instances_of(client, namespace),
+        databases_of_backups(client, namespace),
     ];
-    let triggers = futures::stream::select_all(streams).filter_map(|result| async move {
-        match result {
-            // The uid and resourceVersion a key carries play no part in finding the
-            // Database; dropping them keeps each waiting key small.
-            Ok(mut key) => {
-                key.extra = ObjectRefExtra::default();
-                Some(key)
-            }
-            Err(err) => {
-                // The watch retries after its backoff; its cache stays as it was.
-                tracing::info!(error = %crate::error::watch_message(&err), "watch failed; retrying");
-                None
-            }
-        }
-    });
-    (triggers, reader)
+    (keys_of(futures::stream::select_all(streams)), reader)
 }
 
 /// The Databases a watch reports, each at a moment the cache already holds it, so the
@@ -166,13 +248,13 @@ fn cached(
     })
 }
 
-/// The Databases that own the objects of kind `K` that change. Only metadata is
+/// The owners (of kind `O`) of the objects of kind `K` that change. Only metadata is
 /// watched, and only objects with the managed-by label: that keeps every other Secret
 /// and Service in the cluster, and every owned object's body, out of memory.
-fn owner_of<K>(
+fn owner_of<K, O>(
     client: &Client,
     namespace: Option<&str>,
-) -> BoxStream<'static, Result<ObjectRef<Database>, watcher::Error>>
+) -> BoxStream<'static, Result<ObjectRef<O>, watcher::Error>>
 where
     K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
         + Clone
@@ -180,6 +262,7 @@ where
         + std::fmt::Debug
         + Send
         + 'static,
+    O: kube::Resource<DynamicType = ()> + Send + 'static,
 {
     let owned = watcher::Config::default().labels(&format!(
         "{}={}",

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use database_api::Database;
+use database_api::backup::DatabaseBackup;
 use database_controller::cli::Cli;
 use futures::FutureExt;
 use k8s_openapi::api::apps::v1::StatefulSet;
@@ -101,9 +102,9 @@ async fn one_replica_reconciles_and_a_standby_takes_over() {
         .await
         .expect("control plane");
     let client = plane.client().await.expect("client");
-    testenv::install_crd(&client, &Database::crd())
-        .await
-        .expect("CRD");
+    for crd in [Database::crd(), DatabaseBackup::crd()] {
+        testenv::install_crd(&client, &crd).await.expect("CRD");
+    }
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let ns = serde_json::from_value(json!({"metadata": {"name": LEASE_NAMESPACE}})).expect("ns");
     namespaces

@@ -283,6 +283,10 @@ pub fn references(id: &str) -> Vec<String> {
 pub const PAUSE_IMAGE: &str = "registry.k8s.io/pause:3.10";
 /// Folder name of the pause image in the cache.
 pub const PAUSE_ID: &str = "pause";
+/// The operator's image, as the deploy manifests name it: backup Jobs run its agent.
+pub const OPERATOR_IMAGE: &str = "ghcr.io/mycompany/database-operator:0.1.0";
+/// Folder name of the operator's image in the cache.
+pub const OPERATOR_ID: &str = "operator";
 
 /// An image is missing from the cache.
 #[derive(Debug, thiserror::Error)]

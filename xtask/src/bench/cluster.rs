@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use database_api::Database;
+use database_api::backup::DatabaseBackup;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Namespace;
@@ -30,7 +31,9 @@ impl Bench {
     pub async fn start(options: Options) -> anyhow::Result<Self> {
         let plane = ControlPlane::start(options).await?;
         let client = plane.client().await?;
-        testenv::install_crd(&client, &Database::crd()).await?;
+        for crd in [Database::crd(), DatabaseBackup::crd()] {
+            testenv::install_crd(&client, &crd).await?;
+        }
         let namespaces: Api<Namespace> = Api::all(client.clone());
         namespaces
             .create(

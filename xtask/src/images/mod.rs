@@ -4,6 +4,7 @@
 
 mod downloads;
 mod oci;
+mod operator;
 mod rootfs;
 
 use std::path::{Path, PathBuf};
@@ -13,7 +14,7 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use clap::Subcommand;
 use serde_json::json;
-use testenv::images::{self, PAUSE_ID, PAUSE_IMAGE, RECIPES, Recipe, VersionFrom};
+use testenv::images::{self, OPERATOR_ID, PAUSE_ID, PAUSE_IMAGE, RECIPES, Recipe, VersionFrom};
 
 #[derive(Subcommand)]
 pub enum ImagesCommand {
@@ -37,7 +38,10 @@ pub fn run(command: ImagesCommand) -> anyhow::Result<()> {
 }
 
 fn list() {
-    for id in std::iter::once(PAUSE_ID).chain(RECIPES.iter().map(|r| r.id)) {
+    for id in [PAUSE_ID, OPERATOR_ID]
+        .into_iter()
+        .chain(RECIPES.iter().map(|r| r.id))
+    {
         let references = images::references(id);
         if references.is_empty() {
             println!("{id:<14} not built");
@@ -50,7 +54,7 @@ fn list() {
 /// Builds every image in `ids` (all when empty) that is missing or stale.
 pub fn ensure_built(ids: &[String]) -> anyhow::Result<()> {
     for id in ids {
-        if id != PAUSE_ID && images::recipe(id).is_none() {
+        if id != PAUSE_ID && id != OPERATOR_ID && images::recipe(id).is_none() {
             bail!("no image recipe {id}; `cargo xtask images list` shows them");
         }
     }
@@ -58,6 +62,10 @@ pub fn ensure_built(ids: &[String]) -> anyhow::Result<()> {
     let started = Instant::now();
     if wanted(PAUSE_ID) {
         fresh_or_build(PAUSE_ID, &pause_fingerprint(), build_pause)?;
+    }
+    if wanted(OPERATOR_ID) {
+        operator::build_binary()?;
+        fresh_or_build(OPERATOR_ID, &operator::fingerprint(), operator::build)?;
     }
     for recipe in RECIPES.iter().filter(|r| wanted(r.id)) {
         fresh_or_build(recipe.id, &fingerprint(recipe), |dir| {

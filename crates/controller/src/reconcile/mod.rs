@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::dispatch::Action;
+use database_api::conditions::RESTORED;
 use database_api::constants::PAUSED_ANNOTATION;
 use database_api::replication::ReplicationMode;
 use database_api::validation::{Limits, validate};
@@ -30,6 +31,7 @@ use kube::{Resource, ResourceExt};
 use self::apply::{Applied, apply, delete_if_present, get_opt};
 use self::status::Facts;
 use self::storage::StoragePlan;
+use crate::backup::{self, restore::Restore};
 use crate::context::Context;
 use crate::error::Error;
 use crate::events::{EventType, Notice};
@@ -53,6 +55,8 @@ const NOT_READY_REQUEUE: Duration = Duration::from_secs(30);
 const CONFLICT_REQUEUE: Duration = Duration::from_secs(60);
 /// How soon to look again while a StatefulSet is being replaced for a storage resize.
 const RECREATE_REQUEUE: Duration = Duration::from_secs(2);
+/// How soon to look again at a restore under way (its Job's changes come sooner).
+const RESTORE_REQUEUE: Duration = Duration::from_secs(10);
 
 /// Reconciles one Database and records metrics.
 pub async fn reconcile(db: Arc<Database>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -328,9 +332,13 @@ async fn apply_owned(
     for (type_, reason, note) in &report.events {
         publish(ctx, db, *type_, reason, note.clone()).await;
     }
-    let requeue = report.requeue;
+    let (restore, backups) =
+        backups_and_restore(ctx, db, namespace, report.primary.is_some()).await?;
+    let requeue = soonest(&report, &backups, restore.as_ref());
     let facts = Facts {
         replication: Some(report),
+        restore,
+        backups: Some(backups),
         ..facts
     };
     write_status(ctx, databases, db, Some(&set), &facts, now).await?;
@@ -348,6 +356,50 @@ async fn apply_owned(
         (true, None) => Action::await_change(),
         (false, None) => Action::requeue(NOT_READY_REQUEUE),
     })
+}
+
+/// The soonest look again that replication, the backup schedule or a restore asks for.
+fn soonest(
+    report: &replication::Report,
+    backups: &backup::schedule::Plan,
+    restore: Option<&Restore>,
+) -> Option<Duration> {
+    let restoring = restore
+        .filter(|r| matches!(r, Restore::Waiting(_) | Restore::Running(_)))
+        .map(|_| RESTORE_REQUEUE);
+    [report.requeue, backups.requeue, restoring]
+        .into_iter()
+        .flatten()
+        .min()
+}
+
+/// The restore's step (with an event when it finished) and the schedule's.
+async fn backups_and_restore(
+    ctx: &Context,
+    db: &Database,
+    namespace: &str,
+    primary_ready: bool,
+) -> Result<(Option<Restore>, backup::schedule::Plan), Error> {
+    let restore = backup::restore::run(ctx, db, namespace, primary_ready).await?;
+    if let Some(restore) = &restore {
+        let was = db
+            .status
+            .as_ref()
+            .and_then(|s| database_api::conditions::find(&s.conditions, RESTORED))
+            .map(|c| c.reason.clone());
+        let (_, reason, note) = restore.condition();
+        if was.as_deref() != Some(reason) {
+            match restore {
+                Restore::Done(_) => publish(ctx, db, EventType::Normal, "Restored", note).await,
+                Restore::Failed(_) => {
+                    publish(ctx, db, EventType::Warning, "RestoreFailed", note).await;
+                }
+                Restore::Waiting(_) | Restore::Running(_) => {}
+            }
+        }
+    }
+    let backups = backup::schedule::run(ctx, db, namespace).await?;
+    Ok((restore, backups))
 }
 
 /// Whether the operator runs this Database's replication: an engine it replicates, with

@@ -1,7 +1,9 @@
 //! Status: computed purely from the Database and what the controller observed, then
 //! written through the status subresource only when it changed.
 
-use database_api::conditions::{self, DEGRADED, PAUSED, PROGRESSING, READY, REPLICATED};
+use database_api::conditions::{
+    self, DEGRADED, LAST_BACKUP_SUCCEEDED, PAUSED, PROGRESSING, READY, REPLICATED, RESTORED,
+};
 use database_api::constants::FIELD_MANAGER;
 use database_api::{Database, DatabaseStatus, Phase};
 use k8s_openapi::api::apps::v1::StatefulSet;
@@ -10,6 +12,7 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
+use crate::backup::restore::Restore;
 use crate::error::Error;
 use crate::resources::meta::selector_string;
 use crate::resources::secret::endpoint;
@@ -27,6 +30,10 @@ pub struct Facts {
     pub degraded: Option<(&'static str, String)>,
     /// What the replication pass found.
     pub replication: Option<crate::replication::Report>,
+    /// Where a restore from a dump is, for a Database created from one.
+    pub restore: Option<crate::backup::restore::Restore>,
+    /// What the Database's backups call for (its status part, LastBackupSucceeded).
+    pub backups: Option<crate::backup::schedule::Plan>,
 }
 
 /// Replica counts read from the StatefulSet.
@@ -68,25 +75,7 @@ pub fn compute(
     let complete =
         rollout.is_some_and(|r| r.current_generation && r.ready >= desired && r.updated >= desired);
 
-    let (phase, message) = if facts.terminating {
-        (Phase::Terminating, "deleting".to_owned())
-    } else if let Some(invalid) = &facts.invalid {
-        (Phase::Failed, invalid.clone())
-    } else if let Some((_, message)) = &facts.degraded {
-        (Phase::Failed, message.clone())
-    } else if rollout.is_none() {
-        (Phase::Pending, "waiting for the StatefulSet".to_owned())
-    } else if complete {
-        (
-            Phase::Running,
-            format!("{ready_replicas}/{desired} instances ready"),
-        )
-    } else {
-        (
-            Phase::Creating,
-            format!("{ready_replicas}/{desired} instances ready"),
-        )
-    };
+    let (phase, message) = phase_and_message(facts, rollout, complete, ready_replicas, desired);
     let phase = if facts.paused && !facts.terminating {
         previous.phase
     } else {
@@ -129,6 +118,15 @@ pub fn compute(
     }
     let (replicated, reason, note) = replication_condition(db, facts);
     conditions::set(&mut list, condition(REPLICATED, replicated, reason, &note));
+    if let Some((ok, reason, note)) = facts.restore.as_ref().map(Restore::condition) {
+        conditions::set(&mut list, condition(RESTORED, ok, reason, &note));
+    }
+    if let Some((ok, reason, note)) = facts.backups.as_ref().and_then(|b| b.last_backup.clone()) {
+        conditions::set(
+            &mut list,
+            condition(LAST_BACKUP_SUCCEEDED, ok, reason, &note),
+        );
+    }
     if facts.paused {
         conditions::set(
             &mut list,
@@ -158,7 +156,45 @@ pub fn compute(
         selector: Some(selector_string(db)),
         observed_generation: generation,
         conditions: list,
-        backups: db.status.as_ref().and_then(|s| s.backups.clone()),
+        backups: match &facts.backups {
+            Some(plan) => plan.status.clone(),
+            None => previous.backups.clone(),
+        },
+    }
+}
+
+/// The phase and its message, before a pause keeps the previous phase.
+fn phase_and_message(
+    facts: &Facts,
+    rollout: Option<Rollout>,
+    complete: bool,
+    ready_replicas: i32,
+    desired: i32,
+) -> (Phase, String) {
+    if facts.terminating {
+        (Phase::Terminating, "deleting".to_owned())
+    } else if let Some(invalid) = &facts.invalid {
+        (Phase::Failed, invalid.clone())
+    } else if let Some((_, message)) = &facts.degraded {
+        (Phase::Failed, message.clone())
+    } else if let Some(Restore::Failed(message)) = &facts.restore {
+        (Phase::Failed, message.clone())
+    } else if rollout.is_none() {
+        (Phase::Pending, "waiting for the StatefulSet".to_owned())
+    } else if let (true, Some(Restore::Waiting(message) | Restore::Running(message))) =
+        (complete, &facts.restore)
+    {
+        (Phase::Creating, message.clone())
+    } else if complete {
+        (
+            Phase::Running,
+            format!("{ready_replicas}/{desired} instances ready"),
+        )
+    } else {
+        (
+            Phase::Creating,
+            format!("{ready_replicas}/{desired} instances ready"),
+        )
     }
 }
 

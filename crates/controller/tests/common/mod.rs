@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use database_api::Database;
+use database_api::backup::DatabaseBackup;
 use database_controller::context::{Context, Settings};
 use database_controller::metrics::Metrics;
 use database_controller::runner::{Scope, run};
@@ -55,9 +56,11 @@ impl Env {
             .await
             .expect("control plane starts");
         let client = plane.client().await.expect("admin client");
-        testenv::install_crd(&client, &Database::crd())
-            .await
-            .expect("CRD installed");
+        for crd in [Database::crd(), DatabaseBackup::crd()] {
+            testenv::install_crd(&client, &crd)
+                .await
+                .expect("CRD installed");
+        }
         let namespaces: Api<Namespace> = Api::all(client.clone());
         let ns =
             serde_json::from_value(json!({"metadata": {"name": NAMESPACE}})).expect("namespace");
@@ -166,6 +169,30 @@ impl Drop for Env {
             running.task.abort();
         }
     }
+}
+
+/// The events about object `kind`/`name` in the test namespace: (type, reason, note).
+pub async fn events_of(env: &Env, kind: &str, name: &str) -> Vec<(String, String, String)> {
+    let events: Api<k8s_openapi::api::events::v1::Event> = env.api();
+    events
+        .list(&kube::api::ListParams::default())
+        .await
+        .map(|list| list.items)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|e| {
+            e.regarding
+                .as_ref()
+                .is_some_and(|r| r.kind.as_deref() == Some(kind) && r.name.as_deref() == Some(name))
+        })
+        .map(|e| {
+            (
+                e.type_.unwrap_or_default(),
+                e.reason.unwrap_or_default(),
+                e.note.unwrap_or_default(),
+            )
+        })
+        .collect()
 }
 
 /// Polls `check` every 100 ms until it returns `Some`, failing after `timeout` with `what`.
