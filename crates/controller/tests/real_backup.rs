@@ -3,7 +3,7 @@
 //! Database deleted with its volumes, a new Database restored from the backup, the rows
 //! read back and counted; a backup to a missing bucket failing with its event,
 //! condition and metric while the next scheduled one still runs; retention keeping
-//! exactly the newest backups and deleting the others' dumps.
+//! exactly the newest backup and deleting the others' dumps.
 //!
 //! postgres and mysql run real here. mongodb's dump tools (mongodump, mongorestore)
 //! are served by no registry these machines reach, so its backups are not tested.
@@ -276,8 +276,8 @@ async fn mysql_rows_survive_backup_deletion_and_restore() {
 
 /// A schedule every minute to a bucket that is missing at first: the first backup fails
 /// with a Warning event, LastBackupSucceeded=False and the failure metric; the bucket is
-/// made and the next ones succeed; with a retention of two, exactly the two newest
-/// stay, and the dumps of the others are deleted.
+/// made and the next ones succeed; with a retention of one, exactly the newest stays,
+/// and the dumps of the others are deleted.
 #[tokio::test]
 async fn a_failed_scheduled_backup_is_reported_and_the_schedule_and_retention_go_on() {
     let engine = postgres();
@@ -285,7 +285,7 @@ async fn a_failed_scheduled_backup_is_reported_and_the_schedule_and_retention_go
     env.create(
         "orders",
         json!({"engine": "postgres", "version": "17", "storage": "1Gi", "backup": {
-            "schedule": "* * * * *", "retention": {"count": 2},
+            "schedule": "* * * * *", "retention": {"count": 1},
             "destination": destination(&store, "nightly"),
         }}),
     )
@@ -313,7 +313,7 @@ async fn a_failed_scheduled_backup_is_reported_and_the_schedule_and_retention_go
     .await;
     let first_name = first.metadata.name.clone().expect("a name");
     let first_key = first.status.and_then(|s| s.key).expect("a key");
-    retention_keeps_the_newest_two(&env, &store, &first_name, &first_key, &failed).await;
+    retention_keeps_the_newest(&env, &store, &first_name, &first_key, &failed).await;
 }
 
 /// The first scheduled backup, to the missing bucket: failed, said so and counted.
@@ -376,16 +376,16 @@ async fn first_backup_fails(env: &Env) -> DatabaseBackup {
     failed
 }
 
-/// Once the first success and the failure are past the retention, two backups stay and
-/// the bucket holds exactly their dumps.
-async fn retention_keeps_the_newest_two(
+/// Once the first success and the failure are past the retention, one backup stays and
+/// the bucket holds exactly its dump.
+async fn retention_keeps_the_newest(
     env: &Env,
     store: &ObjectStore,
     first_name: &str,
     first_key: &str,
     failed: &DatabaseBackup,
 ) {
-    // Two more successes later, the retention of two has deleted the failed backup and
+    // One more success later, the retention of one has deleted the failed backup and
     // the first success, its dump included.
     eventually(
         Duration::from_secs(300),
@@ -402,7 +402,7 @@ async fn retention_keeps_the_newest_two(
         },
     )
     .await;
-    // No more new backups; the retention still holds the ones there are to two.
+    // No more new backups; the retention still holds the ones there are to one.
     env.databases()
         .patch(
             "orders",
@@ -413,7 +413,7 @@ async fn retention_keeps_the_newest_two(
         .expect("schedule suspended");
     let kept = eventually(
         Duration::from_secs(180),
-        "two finished backups kept",
+        "one finished backup kept",
         || async {
             let list = env
                 .api::<DatabaseBackup>()
@@ -426,7 +426,7 @@ async fn retention_keeps_the_newest_two(
                     .is_some_and(|s| s.phase == BackupPhase::Succeeded)
                     && b.metadata.deletion_timestamp.is_none()
             });
-            (list.items.len() == 2 && finished).then_some(list.items)
+            (list.items.len() == 1 && finished).then_some(list.items)
         },
     )
     .await;

@@ -7,15 +7,16 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use database_api::backup::{BackupPhase, DatabaseBackup};
 use database_api::{Database, Phase};
 use database_controller::cli::Cli;
 use e2e::{OPERATOR_NAMESPACE, of_kind, render_default, service_account_kubeconfig};
 use futures::FutureExt;
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::discovery::{Discovery, Scope};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
@@ -134,7 +135,7 @@ async fn the_controller_does_its_whole_job_with_only_the_deployed_rbac() {
     // necessary (blockOwnerDeletion on owner references); turn it on as hardened clusters do.
     // On a real node: replication (exec into the instances, role labels, a fenced old
     // primary) is part of the job.
-    let mut options = Options::real(&["postgres-17"]).with_full_audit();
+    let mut options = Options::real(&["postgres-17", "operator"]).with_full_audit();
     options
         .apiserver_args
         .push("--enable-admission-plugins=OwnerReferencesPermissionEnforcement".to_owned());
@@ -169,6 +170,8 @@ async fn the_controller_does_its_whole_job_with_only_the_deployed_rbac() {
         "127.0.0.1:0",
         "--log-format",
         "plain",
+        "--backup-agent-image",
+        testenv::images::OPERATOR_IMAGE,
     ]);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let controller = tokio::spawn(database_controller::app::run(cli, stopped.map(|_| ())));
@@ -197,6 +200,7 @@ async fn the_controller_does_its_whole_job_with_only_the_deployed_rbac() {
 
     switch_over(&dbs).await;
     hand_edits_are_put_back(&client).await;
+    backups_retention_and_restore(&client, &dbs).await;
     grow_scale_and_delete(&client, &dbs).await;
 
     let _ = stop.send(());
@@ -242,7 +246,9 @@ fn assert_every_rule_used(objects: &[Value], used: &BTreeSet<(String, String, St
                     assert_ne!(verb, "*", "wildcard verb in {rule}");
                     // Checked inside admission, never a request of its own: proven by the
                     // owner references the controller set with the plugin enabled.
-                    if resource == "databases/finalizers" {
+                    if resource == "databases/finalizers"
+                        || resource == "databasebackups/finalizers"
+                    {
                         continue;
                     }
                     // The WebSocket exec is audited as get; create is the second check
@@ -346,6 +352,126 @@ async fn hand_edits_are_put_back(client: &Client) {
             && host.is_some_and(|h| h != b"elsewhere")
             && budget.and_then(|b| b.spec?.max_unavailable) == Some(IntOrString::Int(1))
     })
+    .await;
+}
+
+/// Backups to a volume, real dumps of the real server: one made by hand and labelled as
+/// the schedule's, then a schedule every minute keeping one, whose first backup lets
+/// the hand-made one go (its dump deleted by a Job); a new Database restored from the
+/// scheduled backup.
+async fn backups_retention_and_restore(client: &Client, dbs: &Api<Database>) {
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "default");
+    let claim: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": "dumps"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+    }))
+    .expect("claim");
+    claims
+        .create(&PostParams::default(), &claim)
+        .await
+        .expect("claim created");
+    let destination = json!({"volume": {"claimName": "dumps"}});
+    let backups: Api<DatabaseBackup> = Api::namespaced(client.clone(), "default");
+    let old: DatabaseBackup = serde_json::from_value(json!({
+        "apiVersion": "mycompany.io/v1", "kind": "DatabaseBackup",
+        "metadata": {"name": "rbac-old", "labels": {"mycompany.io/database": "rbac", "mycompany.io/scheduled": "true"}},
+        "spec": {"database": "rbac", "destination": destination},
+    }))
+    .expect("backup");
+    backups
+        .create(&PostParams::default(), &old)
+        .await
+        .expect("backup created");
+    let succeeded = |backup: &DatabaseBackup| {
+        backup
+            .status
+            .as_ref()
+            .is_some_and(|s| s.phase == BackupPhase::Succeeded)
+    };
+    let started = Instant::now();
+    while !backups
+        .get("rbac-old")
+        .await
+        .ok()
+        .is_some_and(|b| succeeded(&b))
+    {
+        let status = backups.get("rbac-old").await.ok().and_then(|b| b.status);
+        assert!(
+            started.elapsed() < Duration::from_secs(180),
+            "the hand-made backup did not succeed: {status:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    dbs.patch(
+        "rbac",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"backup": {
+            "schedule": "* * * * *", "retention": {"count": 1}, "destination": destination,
+        }}})),
+    )
+    .await
+    .expect("schedule set");
+    wait("the retention", Duration::from_secs(240), || async {
+        let list = backups.list(&ListParams::default()).await.ok();
+        list.is_some_and(|l| {
+            l.items.len() == 1
+                && l.items.iter().all(succeeded)
+                && l.items[0].name_any() != "rbac-old"
+        })
+    })
+    .await;
+    dbs.patch(
+        "rbac",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"backup": {"suspend": true}}})),
+    )
+    .await
+    .expect("schedule suspended");
+    let scheduled = backups
+        .list(&ListParams::default())
+        .await
+        .expect("backups")
+        .items
+        .into_iter()
+        .find(succeeded)
+        .expect("the scheduled backup");
+    restore_a_copy(dbs, &backups, &scheduled.name_any()).await;
+}
+
+/// A new Database from the backup `name`, Running once restored; then it and the
+/// backup (and its dump) are deleted.
+async fn restore_a_copy(dbs: &Api<Database>, backups: &Api<DatabaseBackup>, name: &str) {
+    let copy: Database = serde_json::from_value(json!({
+        "apiVersion": "mycompany.io/v1", "kind": "Database", "metadata": {"name": "rbac-copy"},
+        "spec": {"engine": "postgres", "version": "17", "storage": "1Gi", "deletionPolicy": "Delete",
+                 "restoreFrom": {"backup": name}},
+    }))
+    .expect("Database");
+    dbs.create(&PostParams::default(), &copy)
+        .await
+        .expect("copy created");
+    wait("the copy restored", Duration::from_secs(240), || async {
+        phase(dbs, "rbac-copy").await == Some(Phase::Running)
+    })
+    .await;
+    dbs.delete("rbac-copy", &DeleteParams::default())
+        .await
+        .expect("copy deleted");
+    backups
+        .delete(name, &DeleteParams::default())
+        .await
+        .expect("backup deleted");
+    wait(
+        "the copy and the backup gone",
+        Duration::from_secs(120),
+        || async {
+            dbs.get_opt("rbac-copy").await.ok().flatten().is_none()
+                && backups
+                    .list(&ListParams::default())
+                    .await
+                    .is_ok_and(|l| l.items.is_empty())
+        },
+    )
     .await;
 }
 

@@ -191,6 +191,8 @@ async fn follow(
                 ..status_of(backup)
             };
             write_status(backups, backup, &status).await?;
+            // The backup's status is its record; a failed Job stays for its logs.
+            delete_job(ctx, namespace, &job.name_any()).await?;
             let note = format!(
                 "backup {} is complete: {} at {}",
                 backup.name_any(),
