@@ -257,6 +257,9 @@ pub struct DatabaseBackupStatus {
     /// Bytes of the compressed dump.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size_bytes: Option<i64>,
+    /// Bytes of the dump before compression.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dump_bytes: Option<i64>,
     /// Where the dump is, for people: `s3://<bucket>/<key>` or `pvc://<claim>/<key>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub location: Option<String>,

@@ -61,6 +61,7 @@ impl Bench {
             "--kube-api-qps=1000".to_owned(),
             "--kube-api-burst=2000".to_owned(),
             "--max-concurrent-reconciles=16".to_owned(),
+            format!("--backup-agent-image={}", testenv::images::OPERATOR_IMAGE),
         ];
         Ok(Process::spawn(
             "controller",

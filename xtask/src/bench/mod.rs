@@ -7,6 +7,7 @@
 //! cold start, latency and throughput, direct and through the API server; failover of a
 //! replicated postgres Database on the real tier. Ends with the targets, met or missed.
 
+mod backup;
 mod cluster;
 mod failover;
 mod latency;
@@ -51,6 +52,9 @@ pub struct BenchArgs {
     /// Engines the failover part runs, each with its own real node.
     #[arg(long, value_delimiter = ',', default_value = "postgres,mysql,mongodb")]
     pub failover_engines: Vec<String>,
+    /// MiB of generated data the backup part backs up and restores.
+    #[arg(long, default_value_t = 1024)]
+    pub backup_mib: u64,
     /// Run only these parts (default: all).
     #[arg(long, value_enum, value_delimiter = ',')]
     pub only: Vec<Part>,
@@ -67,6 +71,8 @@ pub enum Part {
     Webhook,
     /// Failover of replicated Databases on real servers.
     Failover,
+    /// Backup and restore throughput on a real server and object store.
+    Backup,
 }
 
 impl BenchArgs {
@@ -79,6 +85,7 @@ impl BenchArgs {
             idle_seconds: 5,
             failover_trials: 1,
             failover_engines: vec!["postgres".to_owned()],
+            backup_mib: 16,
             only: Vec::new(),
         }
     }
@@ -94,9 +101,11 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         .iter()
         .map(|e| failover::case(e))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    if args.runs(Part::Failover) {
+    if args.runs(Part::Failover) || args.runs(Part::Backup) {
         crate::control_plane::ensure_built(crate::control_plane::Tier::Real)?;
-        crate::images::ensure_built(&failover::images(&engines))?;
+        let mut images = failover::images(&engines);
+        images.extend(backup::IMAGES.iter().map(|i| (*i).to_owned()));
+        crate::images::ensure_built(&images)?;
     } else {
         crate::control_plane::ensure_built(crate::control_plane::Tier::Full)?;
     }
@@ -110,7 +119,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let (latency, scales, webhook, failovers) = runtime.block_on(async {
+    let (latency, scales, webhook, failovers, throughput) = runtime.block_on(async {
         let latency = if args.runs(Part::Latency) {
             Some(latency_run(&bin_dir, burst).await?)
         } else {
@@ -149,7 +158,13 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         } else {
             Vec::new()
         };
-        anyhow::Ok((latency, scale_results, webhook, failovers))
+        let throughput = if args.runs(Part::Backup) {
+            println!("bench: backup and restore of {} MiB", args.backup_mib);
+            Some(backup::measure(&bin_dir, args.backup_mib).await?)
+        } else {
+            None
+        };
+        anyhow::Ok((latency, scale_results, webhook, failovers, throughput))
     })?;
     let targets = targets::evaluate(latency.as_ref(), &scales, webhook.as_ref(), &failovers);
     let mut json = json!({"build": profile});
@@ -169,11 +184,24 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         print_failovers(&failovers);
         json["failover"] = failovers.iter().map(failover::Failover::to_json).collect();
     }
+    if let Some(throughput) = &throughput {
+        print_throughput(throughput);
+        json["backup"] = throughput.to_json();
+    }
     print_targets(&targets);
     json["targets"] = targets.iter().map(Target::to_json).collect();
     let out = crate::workspace_root().join("target/bench");
     std::fs::create_dir_all(&out)?;
-    let name = if args.smoke {
+    let name = results_name(args);
+    let file = out.join(format!("{name}.json"));
+    std::fs::write(&file, serde_json::to_vec_pretty(&json)?)?;
+    println!("\nwrote {}", file.display());
+    check_sane(latency.as_ref(), &scales)
+}
+
+/// The results file's name: a partial run never overwrites a full run's figures.
+fn results_name(args: &BenchArgs) -> String {
+    if args.smoke {
         "smoke".to_owned()
     } else if args.only.is_empty() {
         "results".to_owned()
@@ -185,11 +213,28 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
             .map(|p| format!("{p:?}").to_lowercase())
             .collect();
         format!("results-{}", parts.join("-"))
-    };
-    let file = out.join(format!("{name}.json"));
-    std::fs::write(&file, serde_json::to_vec_pretty(&json)?)?;
-    println!("\nwrote {}", file.display());
-    check_sane(latency.as_ref(), &scales)
+    }
+}
+
+fn print_throughput(t: &backup::Throughput) {
+    let mib = backup::mib;
+    println!(
+        "\n| backup and restore (postgres 17, one instance) | dump MiB | stored MiB | s | MiB/s of dump |"
+    );
+    println!("| --- | --- | --- | --- | --- |");
+    for (what, took) in [
+        ("backup: ask to Succeeded", t.backup),
+        ("restore: Job start to Running", t.restore),
+    ] {
+        println!(
+            "| {what} | {:.1} | {:.1} | {:.1} | {:.1} |",
+            mib(t.dump_bytes),
+            mib(t.stored_bytes),
+            took.as_secs_f64(),
+            backup::mib_per_s(t.dump_bytes, took)
+        );
+    }
+    println!("(table on disk: {:.1} MiB)", mib(t.table_bytes));
 }
 
 /// Builds the controller and webhook binaries; returns the folder holding them.

@@ -186,6 +186,7 @@ async fn follow(
                 phase: BackupPhase::Succeeded,
                 finished_at: Some(now()),
                 size_bytes: report.stored_bytes.and_then(|b| i64::try_from(b).ok()),
+                dump_bytes: report.source_bytes.and_then(|b| i64::try_from(b).ok()),
                 location: report.location.clone(),
                 error: None,
                 ..status_of(backup)
