@@ -165,6 +165,62 @@ async fn engine_cannot_change_after_creation() {
     );
 }
 
+/// The API server's refusal of `patch` on `orders-db`, as its message.
+async fn refused(api: &Api<DynamicObject>, patch: Value) -> String {
+    let err = api
+        .patch("orders-db", &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .expect_err("refused");
+    match err {
+        kube::Error::Api(status) => {
+            assert_eq!(status.code, 422, "{status:?}");
+            status.message
+        }
+        other => format!("not an API error: {other}"),
+    }
+}
+
+#[tokio::test]
+async fn restore_from_is_given_at_creation_only_and_a_destination_names_one_place() {
+    let (_plane, client) = cluster().await;
+    let api = databases(&client);
+    api.create(&PostParams::default(), &orders_db())
+        .await
+        .expect("created");
+    let added = refused(
+        &api,
+        json!({"spec": {"restoreFrom": {"backup": "nightly"}}}),
+    )
+    .await;
+    assert!(
+        added.contains("restoreFrom is given only when a Database is created"),
+        "{added}"
+    );
+    let both = refused(
+        &api,
+        json!({"spec": {"backup": {"schedule": "@daily", "destination": {
+            "s3": {"endpoint": "https://s3.example.com", "bucket": "backups", "credentialsSecret": "keys"},
+            "volume": {"claimName": "dumps"},
+        }}}}),
+    )
+    .await;
+    assert!(
+        both.contains("spec.backup.destination") && both.contains("name exactly one destination"),
+        "{both}"
+    );
+    let plain_http = refused(
+        &api,
+        json!({"spec": {"backup": {"schedule": "@daily", "destination": {
+            "s3": {"endpoint": "http://s3.example.com", "bucket": "backups", "credentialsSecret": "keys"},
+        }}}}),
+    )
+    .await;
+    assert!(
+        plain_http.contains("spec.backup.destination.s3.endpoint"),
+        "{plain_http}"
+    );
+}
+
 #[tokio::test]
 async fn replicas_default_to_one_and_kubectl_shows_the_printer_columns() {
     let (plane, client) = cluster().await;
