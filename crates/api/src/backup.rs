@@ -23,6 +23,17 @@ pub mod agent {
     /// A file of PEM certificates to trust besides the system's.
     pub const S3_CA_FILE: &str = "BACKUP_S3_CA_FILE";
 
+    /// The last `n` non-empty lines of a tool's output, joined into one sentence-like
+    /// line: what the agent and the controller quote of a failed dump or restore.
+    pub fn last_lines(text: &str, n: usize) -> String {
+        let lines: Vec<&str> = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect();
+        lines[lines.len().saturating_sub(n)..].join(" ")
+    }
+
     /// What the agent reports, as one JSON line in its container's termination
     /// message.
     #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

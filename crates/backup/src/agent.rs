@@ -1,6 +1,7 @@
 //! What the agent does in a Job: its destination from the environment, and the report
 //! it leaves for the controller in the container's termination message.
 
+use database_api::backup::agent::last_lines;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -69,16 +70,6 @@ pub async fn verdict(status: &Path, patience: Duration) -> Result<(), String> {
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-}
-
-/// The last `n` non-empty lines, joined into one.
-fn last_lines(text: &str, n: usize) -> String {
-    let lines: Vec<&str> = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect();
-    lines[lines.len().saturating_sub(n)..].join(" ")
 }
 
 #[cfg(test)]

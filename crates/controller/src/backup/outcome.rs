@@ -3,6 +3,7 @@
 //! reason there is (the agent's, the engine tool's own error, then the Job's).
 
 use database_api::backup::agent::Report;
+use database_api::backup::agent::last_lines;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 
@@ -78,16 +79,6 @@ pub fn of(job: &Job, pods: &[Pod]) -> JobOutcome {
         Some(message) => JobOutcome::Stuck(message),
         None => JobOutcome::Running,
     }
-}
-
-/// The last `n` non-empty lines, joined into one.
-fn last_lines(text: &str, n: usize) -> String {
-    let lines: Vec<&str> = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect();
-    lines[lines.len().saturating_sub(n)..].join(" ")
 }
 
 #[cfg(test)]

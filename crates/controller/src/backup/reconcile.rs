@@ -34,13 +34,30 @@ const DELETE_RETRY: Duration = Duration::from_secs(60);
 
 /// One pass over a DatabaseBackup.
 pub async fn reconcile(backup: Arc<DatabaseBackup>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let result = reconcile_inner(&backup, &ctx).await;
+    if result.is_ok() {
+        ctx.backoff.reset(&backoff_key(&backup));
+    }
+    result
+}
+
+/// The backoff key of a backup, apart from its Database's.
+fn backoff_key(backup: &DatabaseBackup) -> String {
+    format!(
+        "backup/{}/{}",
+        backup.namespace().unwrap_or_default(),
+        backup.name_any()
+    )
+}
+
+async fn reconcile_inner(backup: &DatabaseBackup, ctx: &Context) -> Result<Action, Error> {
     let namespace = backup.namespace().ok_or(Error::MissingNamespace)?;
     let backups: Api<DatabaseBackup> = Api::namespaced(ctx.client.clone(), &namespace);
     if backup.meta().deletion_timestamp.is_some() {
-        return finish_deletion(&ctx, &backups, &backup, &namespace).await;
+        return finish_deletion(ctx, &backups, backup, &namespace).await;
     }
     if !backup.finalizers().iter().any(|f| f == FINALIZER) {
-        set_finalizer(&backups, &backup, true).await?;
+        set_finalizer(&backups, backup, true).await?;
     }
     let phase = backup.status.as_ref().map(|s| s.phase).unwrap_or_default();
     if matches!(phase, BackupPhase::Succeeded | BackupPhase::Failed) {
@@ -49,19 +66,15 @@ pub async fn reconcile(backup: Arc<DatabaseBackup>, ctx: Arc<Context>) -> Result
     let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &namespace);
     let name = job_name(&backup.name_any(), "-backup");
     match jobs.get_opt(&name).await.map_err(observe("Job", &name))? {
-        Some(job) => follow(&ctx, &backups, &backup, &job, &namespace).await,
-        None => start(&ctx, &backups, &backup, &namespace, name).await,
+        Some(job) => follow(ctx, &backups, backup, &job, &namespace).await,
+        None => start(ctx, &backups, backup, &namespace, name).await,
     }
 }
 
 /// Retries a failed pass with the same backoff as a Database's.
 #[allow(clippy::needless_pass_by_value)] // the signature the dispatcher expects
 pub fn error_policy(backup: Arc<DatabaseBackup>, error: &Error, ctx: Arc<Context>) -> Action {
-    let key = format!(
-        "backup/{}/{}",
-        backup.namespace().unwrap_or_default(),
-        backup.name_any()
-    );
+    let key = backoff_key(&backup);
     ctx.backoff.failed(&key);
     tracing::warn!(name = %backup.name_any(), error = %error, "backup reconcile failed");
     Action::requeue(ctx.backoff.delay(&key))
