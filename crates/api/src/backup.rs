@@ -63,6 +63,14 @@ pub const ACCESS_KEY_ID: &str = "access-key-id";
 pub const SECRET_ACCESS_KEY: &str = "secret-access-key";
 /// The label on a DatabaseBackup naming its Database, and the one marking those a
 /// schedule made (which its retention may delete).
+/// Whether `db` names a place its backups go: a major upgrade needs one.
+pub fn has_destination(db: &crate::Database) -> bool {
+    db.spec
+        .backup
+        .as_ref()
+        .is_some_and(|b| b.destination.s3.is_some() || b.destination.volume.is_some())
+}
+
 pub const DATABASE_LABEL: &str = "mycompany.io/database";
 pub const SCHEDULED_LABEL: &str = "mycompany.io/scheduled";
 

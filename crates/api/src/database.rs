@@ -172,6 +172,8 @@ pub enum Phase {
     Creating,
     /// Every instance is ready.
     Running,
+    /// A major-version upgrade is moving the data; `status.upgrade` says how far.
+    Upgrading,
     /// Something needs attention; `message` says what.
     Failed,
     /// Deletion in progress.
@@ -220,6 +222,9 @@ pub struct DatabaseStatus {
     /// The schedule's last and next backups.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backups: Option<BackupsStatus>,
+    /// The last major-version upgrade by dump and restore.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upgrade: Option<crate::upgrade::UpgradeStatus>,
 }
 
 #[cfg(test)]
@@ -330,7 +335,14 @@ mod tests {
         let props = &status_schema(&crd)["properties"];
         assert_eq!(
             props["phase"]["enum"],
-            json!(["Pending", "Creating", "Running", "Failed", "Terminating"])
+            json!([
+                "Pending",
+                "Creating",
+                "Running",
+                "Upgrading",
+                "Failed",
+                "Terminating"
+            ])
         );
         assert_eq!(props["ready"]["type"], "boolean");
         assert_eq!(props["message"]["type"], "string");

@@ -11,6 +11,7 @@ mod database;
 pub mod defaults;
 pub mod replication;
 pub mod storage;
+pub mod upgrade;
 pub mod validation;
 pub mod versions;
 

@@ -174,6 +174,10 @@ pub enum Change {
     WithinSeries,
     /// An upgrade the engine performs on its data in place when it starts.
     InPlaceUpgrade,
+    /// A major upgrade the new version cannot make to the old files: the operator dumps
+    /// the data, starts the new version in a directory of its own and restores the dump
+    /// there, keeping the old directory to go back to.
+    DumpAndRestore,
     /// A change the engine cannot make to its data: the reason, as a sentence.
     Refused(String),
 }
@@ -190,10 +194,9 @@ pub fn change(engine: Engine, from: Version, to: Version) -> Change {
         ));
     }
     match engine {
-        Engine::Postgres => Change::Refused(format!(
-            "postgres {} to {} is a major-version change, which the official image does not make to existing data (the server refuses the old files, or from 18 starts an empty database beside them); create a new Database and move the data with pg_dump and pg_restore",
-            from.major, to.major
-        )),
+        // The official image carries one major's binaries, so pg_upgrade (which needs
+        // both) cannot run in it.
+        Engine::Postgres => Change::DumpAndRestore,
         Engine::Mysql => {
             let (from_series, to_series) = (mysql_series(from), mysql_series(to));
             match MYSQL_LTS
@@ -345,7 +348,7 @@ mod tests {
     }
 
     #[test]
-    fn postgres_refuses_every_major_change_and_allows_minor_ones() {
+    fn postgres_moves_a_major_forward_by_dump_and_restore_and_never_back() {
         assert_eq!(
             change(Engine::Postgres, v("16.1"), v("16.4")),
             Change::WithinSeries
@@ -355,10 +358,11 @@ mod tests {
             Change::WithinSeries
         );
         for (from, to) in [("13", "17"), ("17", "18"), ("16", "17")] {
-            let Change::Refused(reason) = change(Engine::Postgres, v(from), v(to)) else {
-                panic!("{from} to {to} must be refused");
-            };
-            assert!(reason.contains("pg_dump"), "{reason}");
+            assert_eq!(
+                change(Engine::Postgres, v(from), v(to)),
+                Change::DumpAndRestore,
+                "{from} to {to}"
+            );
         }
         assert!(matches!(
             change(Engine::Postgres, v("17"), v("16")),

@@ -21,3 +21,4 @@ pub mod replication;
 pub mod resources;
 pub mod runner;
 pub mod telemetry;
+pub mod upgrade;

@@ -12,18 +12,15 @@ mod common;
 
 use std::time::Duration;
 
-use common::real::{MYSQL_FROM_URI, REAL_WAIT, enforce_restricted, run_client, wait_running};
+use common::real::{MYSQL_FROM_URI, REAL_WAIT, run_client, wait_running};
+use common::store::{create_bucket, destination, start_with_store};
 use common::{Env, NAMESPACE, eventually};
 use database_api::Database;
 use database_api::backup::{BackupPhase, DatabaseBackup};
-use database_backup::s3::{Bucket, BucketConfig, Credentials};
-use database_controller::context::Settings;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use serde_json::{Value, json};
-use testenv::Options;
-use testenv::images::OPERATOR_IMAGE;
-use testenv::object_store::{NODE_ADDRESS, ObjectStore};
+use testenv::object_store::ObjectStore;
 
 /// Rows the tests write and count back.
 const ROWS: u32 = 5000;
@@ -69,61 +66,9 @@ fn mysql() -> Engine {
     }
 }
 
-/// The node with `engine`'s image and the operator's, the controller knowing its agent
-/// image, and an object store the Pods reach, with its keys and CA in Secrets.
+/// The node with `engine`'s image and the operator's, and an object store.
 async fn start(engine: &Engine) -> (Env, ObjectStore) {
-    let settings = Settings {
-        backup_agent_image: Some(OPERATOR_IMAGE.to_owned()),
-        ..Settings::default()
-    };
-    let env = Env::start_with(Options::real(&[engine.image, "operator"]), settings).await;
-    enforce_restricted(&env).await;
-    let store = ObjectStore::start(NODE_ADDRESS)
-        .await
-        .expect("the object store starts");
-    let secrets: kube::Api<Secret> = env.api();
-    for (name, data) in [
-        (
-            "backup-keys",
-            json!({"access-key-id": store.access_key_id, "secret-access-key": store.secret_access_key}),
-        ),
-        ("store-ca", json!({"ca.crt": store.ca_pem})),
-    ] {
-        let secret: Secret = serde_json::from_value(json!({
-            "metadata": {"name": name, "namespace": NAMESPACE},
-            "stringData": data,
-        }))
-        .expect("a Secret");
-        secrets
-            .create(&PostParams::default(), &secret)
-            .await
-            .expect("Secret created");
-    }
-    (env, store)
-}
-
-fn destination(store: &ObjectStore, bucket: &str) -> Value {
-    json!({"s3": {
-        "endpoint": store.endpoint, "bucket": bucket, "prefix": "dumps/",
-        "credentialsSecret": "backup-keys", "ca": {"name": "store-ca", "key": "ca.crt"},
-    }})
-}
-
-async fn create_bucket(store: &ObjectStore, name: &str) {
-    Bucket::new(BucketConfig {
-        endpoint: store.endpoint.clone(),
-        bucket: name.to_owned(),
-        region: "us-east-1".to_owned(),
-        credentials: Credentials {
-            access_key_id: store.access_key_id.clone(),
-            secret_access_key: store.secret_access_key.clone(),
-        },
-        ca_pem: Some(store.ca_pem.clone().into_bytes()),
-    })
-    .expect("a client")
-    .create()
-    .await
-    .expect("bucket created");
+    start_with_store(&[engine.image, "operator"]).await
 }
 
 async fn create_backup(env: &Env, name: &str, database: &str, destination: Option<Value>) {

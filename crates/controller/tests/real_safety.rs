@@ -91,7 +91,8 @@ async fn a_retained_database_comes_back_with_its_rows_and_working_credentials() 
 }
 
 #[tokio::test]
-async fn a_postgres_major_change_is_refused_and_the_data_keeps_its_server() {
+async fn a_postgres_major_change_without_a_backup_destination_is_refused_and_the_data_keeps_its_server()
+ {
     let env = start(&["postgres-15", "postgres-17"]).await;
     env.create(
         "orders",
@@ -121,7 +122,7 @@ async fn a_postgres_major_change_is_refused_and_the_data_keeps_its_server() {
     .await;
     let message = db.status.and_then(|s| s.message).unwrap_or_default();
     assert!(
-        message.starts_with("spec.version: postgres 15 to 17 is a major-version change"),
+        message.starts_with("spec.backup.destination: must be set to move postgres from 15 to 17"),
         "{message}"
     );
     let sets: Api<StatefulSet> = env.api();

@@ -306,17 +306,34 @@ fn mysql_8_4_back_to_8_0_is_a_series_downgrade() {
 }
 
 #[test]
-fn a_postgres_major_upgrade_is_refused_naming_the_field_and_the_way_out() {
+fn a_postgres_major_upgrade_needs_a_backup_destination_and_warns_what_it_does() {
     let old = orders();
     for version in ["16.4", "18"] {
         let mut new = orders();
         new.spec.version = version.into();
         let outcome = validate_update(&old, &new, &Limits::default());
         assert!(
-            has_error(&outcome, "spec.version", "major-version change"),
-            "{version}"
+            has_error(&outcome, "spec.backup.destination", "must be set"),
+            "{version}: {:?}",
+            errors(&outcome)
         );
-        assert!(has_error(&outcome, "spec.version", "pg_dump"), "{version}");
+        new.spec.backup = Some(
+            serde_json::from_value(serde_json::json!({
+                "schedule": "0 3 * * *",
+                "destination": {"volume": {"claimName": "dumps"}},
+            }))
+            .expect("a schedule"),
+        );
+        let outcome = validate_update(&old, &new, &Limits::default());
+        assert!(outcome.is_allowed(), "{version}: {:?}", errors(&outcome));
+        assert!(
+            outcome
+                .warnings
+                .iter()
+                .any(|w| w.contains("writes are held") && w.contains("goes back to 15")),
+            "{version}: {:?}",
+            outcome.warnings
+        );
     }
 }
 

@@ -74,5 +74,16 @@ fn check_version(old: &Database, new: &Database, outcome: &mut Outcome) {
             "spec.version moves from {} to {}: {engine} upgrades its data in place when the new version starts, which cannot be undone; take a backup first",
             old.spec.version, new.spec.version
         )),
+        Change::DumpAndRestore if !crate::backup::has_destination(new) => outcome.error(
+            "spec.backup.destination",
+            format!(
+                "must be set to move {engine} from {} to {}: a major upgrade takes a backup there first and restores it into the new version",
+                old.spec.version, new.spec.version
+            ),
+        ),
+        Change::DumpAndRestore => outcome.warn(format!(
+            "spec.version moves from {} to {}: writes are held while a backup is taken, then {} starts in a data directory of its own and the backup is restored into it; the volume needs room for both copies, and a failed upgrade goes back to {} with its data",
+            old.spec.version, new.spec.version, new.spec.version, old.spec.version
+        )),
     }
 }

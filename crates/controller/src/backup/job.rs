@@ -214,7 +214,7 @@ fn pipe_container(db: &Database, build: &BuildConfig) -> Container {
 
 fn engine_container(db: &Database, build: &BuildConfig, script: &str) -> Container {
     let connection = connection_secret_name(db);
-    let env = CONNECTION_KEYS
+    let mut env: Vec<_> = CONNECTION_KEYS
         .iter()
         .map(|key| {
             secret_env(
@@ -224,6 +224,13 @@ fn engine_container(db: &Database, build: &BuildConfig, script: &str) -> Contain
             )
         })
         .collect();
+    if db.spec.engine == database_api::Engine::Postgres {
+        // A database whose writes an upgrade holds still takes its own dump and restore.
+        env.push(plain_env(
+            "PGOPTIONS",
+            crate::upgrade::hold::JOB_SESSION_OPTIONS,
+        ));
+    }
     Container {
         name: ENGINE.into(),
         command: Some(vec!["sh".into(), "-c".into(), script.to_owned()]),

@@ -114,7 +114,11 @@ async fn start(
     let Some(agent_image) = ctx.settings.backup_agent_image.as_deref() else {
         return fail(ctx, backups, backup, Some(&db), "the controller does not know the backup agent's image: run it in its Pod, or give it --backup-agent-image".to_owned()).await;
     };
-    if db.status.as_ref().map(|s| s.phase) != Some(Phase::Running) {
+    // A Database taking its backup before a major upgrade is dumped with the version
+    // that runs, not the one asked for.
+    let upgrading = crate::upgrade::backing_up(&db);
+    let db = crate::upgrade::as_served(&db);
+    if db.status.as_ref().map(|s| s.phase) != Some(Phase::Running) && !upgrading {
         write_status(
             backups,
             backup,

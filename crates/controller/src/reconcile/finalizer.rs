@@ -3,6 +3,7 @@
 //! so a Database whose objects are already gone is never stuck.
 
 use database_api::constants::{FIELD_MANAGER, FINALIZER, RETAINED_VERSION_ANNOTATION, labels};
+use database_api::upgrade::DATA_DIRECTORY_ANNOTATION;
 use database_api::{Database, defaults};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use kube::ResourceExt;
@@ -140,7 +141,12 @@ pub async fn keep_credentials(
         .collect();
     let patch = json!({"metadata": {
         "ownerReferences": others,
-        "annotations": {RETAINED_VERSION_ANNOTATION: version},
+        // An upgraded postgres keeps its data in a directory of its own: the Database
+        // that takes the data back needs to know which.
+        "annotations": {
+            RETAINED_VERSION_ANNOTATION: version,
+            DATA_DIRECTORY_ANNOTATION: db.annotations().get(DATA_DIRECTORY_ANNOTATION),
+        },
         "resourceVersion": secret.metadata.resource_version,
     }});
     secrets

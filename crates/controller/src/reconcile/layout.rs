@@ -31,11 +31,27 @@ pub fn needs_volume_root_mark(db: &Database, observed: Option<&StatefulSet>) -> 
         .any(|c| !c.args.iter().flatten().any(|a| a.starts_with("--datadir")))
 }
 
-/// Marks `db` as keeping its mysql data at the volume's root. A merge patch, not an
-/// apply: the finalizer's applies under the same manager must not remove it.
+/// Marks `db` as keeping its mysql data at the volume's root.
 pub async fn mark_volume_root(api: &Api<Database>, db: &Database) -> Result<(), Error> {
-    let patch =
-        json!({"metadata": {"annotations": {MYSQL_DATADIR_ANNOTATION: MYSQL_DATADIR_VOLUME_ROOT}}});
+    mark(
+        api,
+        db,
+        MYSQL_DATADIR_ANNOTATION,
+        Some(MYSQL_DATADIR_VOLUME_ROOT),
+    )
+    .await
+}
+
+/// Sets (or with `None` removes) the annotation `key` on `db`, which records where its
+/// data lives. A merge patch, not an apply: the finalizer's applies under the same
+/// manager must not remove it.
+pub async fn mark(
+    api: &Api<Database>,
+    db: &Database,
+    key: &str,
+    value: Option<&str>,
+) -> Result<(), Error> {
+    let patch = json!({"metadata": {"annotations": {key: value}}});
     api.patch(
         &db.name_any(),
         &PatchParams {

@@ -19,6 +19,7 @@ use crate::dispatch::Action;
 use database_api::conditions::RESTORED;
 use database_api::constants::PAUSED_ANNOTATION;
 use database_api::replication::ReplicationMode;
+use database_api::upgrade::{UpgradePhase, UpgradeStatus};
 use database_api::validation::{Limits, validate};
 use database_api::{Database, DeletionPolicy, Phase};
 use k8s_openapi::api::apps::v1::StatefulSet;
@@ -47,6 +48,7 @@ use crate::resources::pdb::build_pdb;
 use crate::resources::secret::{build_connection_secret, build_credentials_secret};
 use crate::resources::service::{build_role_service, build_service};
 use crate::resources::statefulset::build_statefulset;
+use crate::upgrade;
 
 /// How soon to look again at a Database that is not Ready yet. Owned-object events
 /// usually come first; this only bounds how long a missed one can delay status.
@@ -263,33 +265,11 @@ async fn apply_owned(
         // Orphan deletion for a resize is still in progress.
         return Ok(Action::requeue(RECREATE_REQUEUE));
     }
-    let (template_storage, facts) =
-        match storage::plan(&ctx.client, db, observed.statefulset.as_ref()).await? {
-            StoragePlan::AsSpecified => (db.spec.storage.clone(), Facts::default()),
-            StoragePlan::Blocked {
-                template,
-                reason,
-                message,
-            } => (
-                template,
-                Facts {
-                    degraded: Some((reason, message)),
-                    ..Facts::default()
-                },
-            ),
-            StoragePlan::Recreating => {
-                ctx.metrics.wrote("resize");
-                publish(
-                    ctx,
-                    db,
-                    EventType::Normal,
-                    "StorageResized",
-                    format!("volume claims resized to {}", db.spec.storage),
-                )
-                .await;
-                return Ok(Action::requeue(RECREATE_REQUEUE));
-            }
-        };
+    let Some((template_storage, facts)) =
+        storage_step(ctx, db, observed.statefulset.as_ref()).await?
+    else {
+        return Ok(Action::requeue(RECREATE_REQUEUE));
+    };
 
     // The StatefulSet's Pods read the credentials Secret by name, so the StatefulSet
     // does not wait for it: kubelet retries until the Secret exists.
@@ -300,8 +280,18 @@ async fn apply_owned(
     let replicated = replication_runs(db, layout);
     let named = replication::named_primary(db, observed.topology.as_ref());
     let span = replication::members_span(observed.topology.as_ref());
+    let upgrade_plan = upgrade::plan(
+        db,
+        observed.statefulset.as_ref(),
+        &upgrade::backup_name(&db.name_any(), &db.spec.version, &stamp(now)),
+    );
     let desired_set = build_statefulset(
-        &keeping_the_primary(db, replicated, &named, span),
+        &keeping_the_primary(
+            &upgrade::as_run(db, &upgrade_plan, &named),
+            replicated,
+            &named,
+            span,
+        ),
         &ctx.settings.build,
         &template_storage,
         layout,
@@ -327,18 +317,19 @@ async fn apply_owned(
             || db.spec.replicas > 1
             || instances > 1
             || db.spec.replication.mode == ReplicationMode::Sync);
-    let report = replication::reconcile(ctx, db, namespace, &named, span, engine_pass).await?;
-    replication::forget_done_switchover(databases, db, report.primary.as_deref()).await?;
-    for (type_, reason, note) in &report.events {
-        publish(ctx, db, *type_, reason, note.clone()).await;
-    }
+    let report = replication_pass(ctx, databases, db, &named, span, engine_pass).await?;
     let (restore, backups) =
         backups_and_restore(ctx, db, namespace, report.primary.is_some()).await?;
-    let requeue = soonest(&report, &backups, restore.as_ref());
+    let upgraded = upgrade_step(ctx, db, namespace, &named, now, upgrade_plan).await?;
+    let requeue = soonest(&report, &backups, restore.as_ref(), upgraded.requeue);
     let facts = Facts {
         replication: Some(report),
         restore,
         backups: Some(backups),
+        degraded: facts
+            .degraded
+            .or_else(|| rolled_back(upgraded.status.as_ref())),
+        upgrade: upgraded.status,
         ..facts
     };
     write_status(ctx, databases, db, Some(&set), &facts, now).await?;
@@ -358,16 +349,106 @@ async fn apply_owned(
     })
 }
 
-/// The soonest look again that replication, the backup schedule or a restore asks for.
+/// The upgrade's step this pass, with its events published.
+async fn upgrade_step(
+    ctx: &Context,
+    db: &Database,
+    namespace: &str,
+    primary: &str,
+    now: &Time,
+    plan: upgrade::Plan,
+) -> Result<upgrade::run::Step, Error> {
+    let scope = upgrade::run::Scope {
+        ctx,
+        db,
+        namespace,
+        primary,
+        now,
+    };
+    let step = upgrade::run::run(&scope, plan).await?;
+    for (type_, reason, note) in &step.events {
+        publish(ctx, db, *type_, reason, note.clone()).await;
+    }
+    Ok(step)
+}
+
+/// A rolled-back upgrade, as the Degraded condition's reason and message.
+fn rolled_back(upgrade: Option<&UpgradeStatus>) -> Option<(&'static str, String)> {
+    upgrade
+        .filter(|u| u.phase == UpgradePhase::RolledBack)
+        .map(|u| ("UpgradeFailed", u.message.clone().unwrap_or_default()))
+}
+
+/// `now` as `yyyymmdd-hhmm`, for names.
+fn stamp(now: &Time) -> String {
+    now.0.strftime("%Y%m%d-%H%M").to_string()
+}
+
+/// The storage the StatefulSet's template asks for, with what blocks a resize as facts;
+/// `None` while the StatefulSet is being replaced for one.
+async fn storage_step(
+    ctx: &Context,
+    db: &Database,
+    observed: Option<&StatefulSet>,
+) -> Result<Option<(String, Facts)>, Error> {
+    Ok(match storage::plan(&ctx.client, db, observed).await? {
+        StoragePlan::AsSpecified => Some((db.spec.storage.clone(), Facts::default())),
+        StoragePlan::Blocked {
+            template,
+            reason,
+            message,
+        } => Some((
+            template,
+            Facts {
+                degraded: Some((reason, message)),
+                ..Facts::default()
+            },
+        )),
+        StoragePlan::Recreating => {
+            ctx.metrics.wrote("resize");
+            publish(
+                ctx,
+                db,
+                EventType::Normal,
+                "StorageResized",
+                format!("volume claims resized to {}", db.spec.storage),
+            )
+            .await;
+            None
+        }
+    })
+}
+
+/// The replication pass, with its events published.
+async fn replication_pass(
+    ctx: &Context,
+    databases: &Api<Database>,
+    db: &Database,
+    named: &str,
+    span: Option<i32>,
+    engine_pass: bool,
+) -> Result<replication::Report, Error> {
+    let namespace = db.namespace().ok_or(Error::MissingNamespace)?;
+    let report = replication::reconcile(ctx, db, &namespace, named, span, engine_pass).await?;
+    replication::forget_done_switchover(databases, db, report.primary.as_deref()).await?;
+    for (type_, reason, note) in &report.events {
+        publish(ctx, db, *type_, reason, note.clone()).await;
+    }
+    Ok(report)
+}
+
+/// The soonest look again that replication, the backup schedule, a restore or an
+/// upgrade asks for.
 fn soonest(
     report: &replication::Report,
     backups: &backup::schedule::Plan,
     restore: Option<&Restore>,
+    upgrade: Option<Duration>,
 ) -> Option<Duration> {
     let restoring = restore
         .filter(|r| matches!(r, Restore::Waiting(_) | Restore::Running(_)))
         .map(|_| RESTORE_REQUEUE);
-    [report.requeue, backups.requeue, restoring]
+    [report.requeue, backups.requeue, restoring, upgrade]
         .into_iter()
         .flatten()
         .min()

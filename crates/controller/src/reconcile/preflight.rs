@@ -4,6 +4,7 @@
 
 use database_api::Database;
 use database_api::constants::RETAINED_VERSION_ANNOTATION;
+use database_api::upgrade::DATA_DIRECTORY_ANNOTATION;
 use database_api::versions::{Change, Version, change};
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
@@ -81,6 +82,11 @@ pub(crate) async fn check(
         if let Some(message) = retained_version_refused(db, kept) {
             return Ok(Some(Stop::Invalid(message)));
         }
+        if let Some(directory) = kept.annotations().get(DATA_DIRECTORY_ANNOTATION) {
+            layout::mark(databases, db, DATA_DIRECTORY_ANNOTATION, Some(directory)).await?;
+            take_back(secrets, db, kept).await?;
+            return Ok(Some(Stop::Marked));
+        }
         observed.credentials = Some(take_back(secrets, db, kept).await?);
     }
     if layout::needs_volume_root_mark(db, observed.statefulset.as_ref()) {
@@ -100,6 +106,11 @@ fn retained_version_refused(db: &Database, kept: &Secret) -> Option<String> {
             db.name_any(),
             db.spec.engine
         )),
+        Change::DumpAndRestore => Some(format!(
+            "spec.version: the data kept from the earlier Database {} was written by {} {written_by}, which a major upgrade needs running to take its backup; create the Database with version {written_by}, then change spec.version",
+            db.name_any(),
+            db.spec.engine
+        )),
         Change::WithinSeries | Change::InPlaceUpgrade => None,
     }
 }
@@ -108,7 +119,7 @@ fn retained_version_refused(db: &Database, kept: &Secret) -> Option<String> {
 async fn take_back(secrets: &Api<Secret>, db: &Database, kept: &Secret) -> Result<Secret, Error> {
     let patch = json!({"metadata": {
         "ownerReferences": owner_reference(db).map(|r| vec![r]),
-        "annotations": {RETAINED_VERSION_ANNOTATION: null},
+        "annotations": {RETAINED_VERSION_ANNOTATION: null, DATA_DIRECTORY_ANNOTATION: null},
         "resourceVersion": kept.resource_version(),
     }});
     secrets

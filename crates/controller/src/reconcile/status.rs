@@ -5,6 +5,7 @@ use database_api::conditions::{
     self, DEGRADED, LAST_BACKUP_SUCCEEDED, PAUSED, PROGRESSING, READY, REPLICATED, RESTORED,
 };
 use database_api::constants::FIELD_MANAGER;
+use database_api::upgrade::UpgradePhase;
 use database_api::{Database, DatabaseStatus, Phase};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -34,6 +35,8 @@ pub struct Facts {
     pub restore: Option<crate::backup::restore::Restore>,
     /// What the Database's backups call for (its status part, LastBackupSucceeded).
     pub backups: Option<crate::backup::schedule::Plan>,
+    /// The major upgrade this pass recorded, if one is under way or just ended.
+    pub upgrade: Option<database_api::upgrade::UpgradeStatus>,
 }
 
 /// Replica counts read from the StatefulSet.
@@ -93,9 +96,11 @@ pub fn compute(
         Phase::Failed => "Degraded",
         Phase::Terminating => "Terminating",
         Phase::Pending | Phase::Creating => "ReplicasNotReady",
+        Phase::Upgrading => "Upgrading",
     };
     conditions::set(&mut list, condition(READY, ready, ready_reason, &message));
-    let progressing = !ready && matches!(phase, Phase::Pending | Phase::Creating);
+    let progressing =
+        !ready && matches!(phase, Phase::Pending | Phase::Creating | Phase::Upgrading);
     conditions::set(
         &mut list,
         condition(
@@ -160,6 +165,7 @@ pub fn compute(
             Some(plan) => plan.status.clone(),
             None => previous.backups.clone(),
         },
+        upgrade: facts.upgrade.clone().or(previous.upgrade),
     }
 }
 
@@ -179,6 +185,8 @@ fn phase_and_message(
         (Phase::Failed, message.clone())
     } else if let Some(Restore::Failed(message)) = &facts.restore {
         (Phase::Failed, message.clone())
+    } else if let Some(message) = upgrading(facts) {
+        (Phase::Upgrading, message)
     } else if rollout.is_none() {
         (Phase::Pending, "waiting for the StatefulSet".to_owned())
     } else if let (true, Some(Restore::Waiting(message) | Restore::Running(message))) =
@@ -196,6 +204,22 @@ fn phase_and_message(
             format!("{ready_replicas}/{desired} instances ready"),
         )
     }
+}
+
+/// What an upgrade under way is doing, as the phase's message.
+fn upgrading(facts: &Facts) -> Option<String> {
+    let upgrade = facts.upgrade.as_ref()?;
+    matches!(
+        upgrade.phase,
+        UpgradePhase::BackingUp | UpgradePhase::Restoring
+    )
+    .then(|| {
+        let doing = upgrade.message.as_deref().unwrap_or("starting");
+        format!(
+            "upgrading from {} to {}: {doing}",
+            upgrade.from_version, upgrade.to_version
+        )
+    })
 }
 
 /// The Replicated condition: from the replication pass, or for instances the operator

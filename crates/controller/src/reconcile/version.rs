@@ -34,7 +34,11 @@ pub fn refused_change(db: &Database, observed: Option<&StatefulSet>) -> Option<S
         Change::Refused(reason) => Some(format!(
             "spec.version: {reason} (the instances keep running {running})"
         )),
-        Change::WithinSeries | Change::InPlaceUpgrade => None,
+        Change::DumpAndRestore if !database_api::backup::has_destination(db) => Some(format!(
+            "spec.backup.destination: must be set to move {} from {running} to {wanted}: a major upgrade takes a backup there first and restores it into the new version (the instances keep running {running})",
+            db.spec.engine
+        )),
+        Change::WithinSeries | Change::InPlaceUpgrade | Change::DumpAndRestore => None,
     }
 }
 

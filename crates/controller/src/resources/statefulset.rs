@@ -172,7 +172,12 @@ fn pod_spec(
     if replicated {
         args.extend(engine.replication_args.iter().map(|a| (*a).to_owned()));
     }
-    if let Some((name, value)) = layout.env {
+    // An upgraded postgres major keeps its data in a directory of its own.
+    let data_env = match (crate::upgrade::recorded_directory(db), layout.env) {
+        (Some(directory), _) => Some(("PGDATA", directory)),
+        (None, env) => env,
+    };
+    if let Some((name, value)) = data_env {
         env.push(EnvVar {
             name: name.to_owned(),
             value: Some(value.to_owned()),

@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 use testenv::{ControlPlane, Options};
 
 pub mod real;
+pub mod store;
 
 pub const NAMESPACE: &str = "shop";
 /// The user the controller runs as, so the audit log can tell its writes apart.

@@ -7,6 +7,9 @@
 set -Eeuo pipefail
 log() { printf '%s [replication] %s\n' "$(date -u '+%F %T UTC')" "$*" >&2; }
 
+# From postgres 18 the data directory's parent is a folder on the volume of its own
+# (`18/`), absent until the server's first start makes it.
+mkdir -p "$(dirname "$PGDATA")"
 passfile="$(dirname "$PGDATA")/replication.pgpass"
 printf '*:*:*:replicator:%s\n' "$DATABASE_REPLICATION_PASSWORD" >"$passfile"
 chmod 0600 "$passfile"
