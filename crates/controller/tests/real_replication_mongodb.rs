@@ -309,3 +309,51 @@ async fn a_controller_killed_while_following_an_election_finishes_it_when_it_is_
     )
     .await;
 }
+
+/// The feature compatibility version of member `pod`, as the administrator asks it.
+const COMPATIBILITY: &str = r#"db.getSiblingDB("admin").auth(process.env.MONGO_INITDB_ROOT_USERNAME, process.env.MONGO_INITDB_ROOT_PASSWORD);
+print(db.adminCommand({ getParameter: 1, featureCompatibilityVersion: 1 }).featureCompatibilityVersion.version)"#;
+
+#[tokio::test]
+async fn the_feature_compatibility_version_follows_the_series_every_member_runs() {
+    let env = start().await;
+    replica_set(&env, 2).await;
+    // As a set is left after an upgrade from 5.0: its members run 6.0, its data keeps
+    // 5.0's formats until the version is raised.
+    let lowered = exec(
+        &env,
+        "orders-0",
+        &[
+            "mongosh",
+            "--quiet",
+            "--eval",
+            r#"db.getSiblingDB("admin").auth(process.env.MONGO_INITDB_ROOT_USERNAME, process.env.MONGO_INITDB_ROOT_PASSWORD);
+const r = db.adminCommand({ setFeatureCompatibilityVersion: "5.0" }); if (!r.ok) { throw new Error(r.errmsg); }"#,
+        ],
+    )
+    .await;
+    assert!(lowered.is_ok(), "{lowered:?}");
+    eventually(
+        REAL_WAIT,
+        "the compatibility version raised to 6.0",
+        || async {
+            let answer = exec(
+                &env,
+                "orders-0",
+                &["mongosh", "--quiet", "--eval", COMPATIBILITY],
+            )
+            .await
+            .ok()?;
+            (answer.trim() == "6.0").then_some(())
+        },
+    )
+    .await;
+    let events = common::events_of(&env, "Database", "orders").await;
+    assert!(
+        events
+            .iter()
+            .any(|(_, reason, note)| reason == "CompatibilityRaised"
+                && note.contains("from 5.0 to 6.0")),
+        "{events:?}"
+    );
+}

@@ -71,6 +71,20 @@ async fn reconcile_inner(backup: &DatabaseBackup, ctx: &Context) -> Result<Actio
     }
 }
 
+/// How long a backup waits for a Database that does not exist yet before it fails.
+const WAIT_FOR_DATABASE: Duration = Duration::from_secs(120);
+
+/// How long ago `backup` was created.
+fn waited_for(backup: &DatabaseBackup) -> Duration {
+    backup
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|created| k8s_openapi::jiff::Timestamp::now().duration_since(created.0))
+        .and_then(|elapsed| Duration::try_from(elapsed).ok())
+        .unwrap_or_default()
+}
+
 /// Retries a failed pass with the same backoff as a Database's.
 #[allow(clippy::needless_pass_by_value)] // the signature the dispatcher expects
 pub fn error_policy(backup: Arc<DatabaseBackup>, error: &Error, ctx: Arc<Context>) -> Action {
@@ -95,14 +109,22 @@ async fn start(
         .await
         .map_err(observe("Database", database))?
     else {
-        return fail(
-            ctx,
-            backups,
-            backup,
-            None,
-            format!("the Database {database} does not exist in namespace {namespace}"),
-        )
-        .await;
+        let missing = format!("the Database {database} does not exist in namespace {namespace}");
+        // Created together (one `kubectl apply` of both), the backup may come first.
+        if waited_for(backup) < WAIT_FOR_DATABASE {
+            write_status(
+                backups,
+                backup,
+                &DatabaseBackupStatus {
+                    phase: BackupPhase::Pending,
+                    error: Some(format!("waiting: {missing}")),
+                    ..status_of(backup)
+                },
+            )
+            .await?;
+            return Ok(Action::requeue(WHILE_NOT_READY));
+        }
+        return fail(ctx, backups, backup, None, missing).await;
     };
     let destination = match destination_of(backup, &db) {
         Ok(destination) => destination,
@@ -544,6 +566,23 @@ fn now() -> Time {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_backup_waits_a_while_for_its_database_then_fails() {
+        let mut backup: DatabaseBackup = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "b", "namespace": "shop"},
+            "spec": {"database": "orders"},
+        }))
+        .expect("a DatabaseBackup");
+        let at = |seconds_ago: i64| {
+            let now = k8s_openapi::jiff::Timestamp::now().as_second();
+            Time(k8s_openapi::jiff::Timestamp::from_second(now - seconds_ago).expect("a time"))
+        };
+        backup.metadata.creation_timestamp = Some(at(10));
+        assert!(waited_for(&backup) < WAIT_FOR_DATABASE);
+        backup.metadata.creation_timestamp = Some(at(3600));
+        assert!(waited_for(&backup) >= WAIT_FOR_DATABASE);
+    }
 
     #[test]
     fn sizes_read_in_binary_units() {

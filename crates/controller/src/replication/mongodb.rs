@@ -22,6 +22,10 @@ const CATCH_UP_SECONDS: u32 = 20;
 /// elections, so the chosen one wins.
 const STAY_OUT_SECONDS: u32 = 40;
 
+/// How long moving the feature compatibility version may take: every member rewrites
+/// its catalog.
+const COMPATIBILITY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Logs in as the administrator before the script's own statements.
 const LOGIN: &str = "db.getSiblingDB('admin').auth(process.env.MONGO_INITDB_ROOT_USERNAME, process.env.MONGO_INITDB_ROOT_PASSWORD);\n";
 
@@ -38,11 +42,15 @@ const out = {
   lastWrite: h.lastWrite && h.lastWrite.lastWriteDate ? h.lastWrite.lastWriteDate.getTime() : 0,
   members: [],
   majority: false,
+  version: db.version(),
+  compatibility: "",
 };
 if (out.writable && out.set) {
   out.members = db.adminCommand({ replSetGetConfig: 1 }).config.members.map((m) => m.host);
   const c = db.adminCommand({ getDefaultRWConcern: 1 });
   out.majority = !!(c.defaultWriteConcern && c.defaultWriteConcern.w === "majority");
+  const f = db.adminCommand({ getParameter: 1, featureCompatibilityVersion: 1 });
+  out.compatibility = (f.featureCompatibilityVersion && f.featureCompatibilityVersion.version) || "";
 }
 print(JSON.stringify(out));
 "#;
@@ -58,6 +66,10 @@ struct Answer {
     last_write: u64,
     members: Vec<String>,
     majority: bool,
+    #[serde(default)]
+    version: String,
+    #[serde(default)]
+    compatibility: String,
 }
 
 /// A member's address: its Pod's DNS name under the headless Service.
@@ -159,6 +171,28 @@ if (!r.ok) {{ throw new Error(r.errmsg); }}"
     shell(pods, primary, &script, ASK_TIMEOUT).await.map(|_| ())
 }
 
+/// Moves the set's feature compatibility version to `to` (`7.0`): from 7.0 on the
+/// server asks to confirm, since the step cannot be undone without a downgrade
+/// procedure.
+pub async fn raise_compatibility(
+    pods: &Api<Pod>,
+    primary: &str,
+    to: &str,
+) -> Result<(), ExecError> {
+    let confirm = if crate::engine::major(to).is_some_and(|m| m >= 7) {
+        ", confirm: true"
+    } else {
+        ""
+    };
+    let script = format!(
+        r#"const r = db.adminCommand({{ setFeatureCompatibilityVersion: "{to}"{confirm} }});
+if (!r.ok) {{ throw new Error(r.errmsg); }}"#
+    );
+    shell(pods, primary, &script, COMPATIBILITY_TIMEOUT)
+        .await
+        .map(|_| ())
+}
+
 /// The printed answer into a state.
 fn parse_state(output: &str) -> Option<EngineState> {
     let line = output
@@ -177,6 +211,8 @@ fn parse_state(output: &str) -> Option<EngineState> {
         replica_set: Some(ReplicaSetView {
             initiated,
             members: answer.members.iter().filter_map(|h| pod_of(h)).collect(),
+            version: answer.version,
+            compatibility: Some(answer.compatibility).filter(|c| !c.is_empty()),
         }),
     })
 }
@@ -188,7 +224,7 @@ mod tests {
     #[test]
     fn a_primary_names_the_members_of_its_set() {
         let state = parse_state(
-            r#"{"set":"rs0","writable":true,"secondary":false,"primary":"orders-0.orders.shop.svc.cluster.local:27017","lastWrite":1700000000123,"members":["orders-0.orders.shop.svc.cluster.local:27017","orders-1.orders.shop.svc.cluster.local:27017"],"majority":true}"#,
+            r#"{"set":"rs0","writable":true,"secondary":false,"primary":"orders-0.orders.shop.svc.cluster.local:27017","lastWrite":1700000000123,"members":["orders-0.orders.shop.svc.cluster.local:27017","orders-1.orders.shop.svc.cluster.local:27017"],"majority":true,"version":"7.0.14","compatibility":"6.0"}"#,
         )
         .expect("parsed");
         assert!(state.primary && state.synchronous);
@@ -196,6 +232,8 @@ mod tests {
         let set = state.replica_set.expect("a replica set");
         assert!(set.initiated);
         assert_eq!(set.members, ["orders-0", "orders-1"]);
+        assert_eq!(set.version, "7.0.14");
+        assert_eq!(set.compatibility.as_deref(), Some("6.0"));
     }
 
     #[test]

@@ -41,6 +41,11 @@ pub struct ReplicaSetView {
     pub initiated: bool,
     /// On a primary: the configured members, by Pod name.
     pub members: Vec<String>,
+    /// The server's own version (`7.0.14`).
+    pub version: String,
+    /// On a primary: the feature compatibility version (`6.0`), which says which
+    /// release's data formats the set uses.
+    pub compatibility: Option<String>,
 }
 
 /// An instance's transactions (mysql GTID sets).
@@ -122,6 +127,13 @@ pub enum ReplicaSetStep {
         to: String,
         stay_out: Vec<String>,
         why: Why,
+    },
+    /// Move the feature compatibility version up to the series every member runs,
+    /// once an upgrade has reached them all.
+    RaiseCompatibility {
+        primary: String,
+        from: String,
+        to: String,
     },
 }
 

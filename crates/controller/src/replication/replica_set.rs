@@ -9,7 +9,7 @@
 //! pass before it is labelled. The replica set itself never lets two primaries commit a
 //! majority write: a write acknowledged by a majority survives any election.
 
-use super::plan::{Instance, ReplicaSetStep, Step, Wanted, Why, labels};
+use super::plan::{Instance, ReplicaSetStep, ReplicaSetView, Step, Wanted, Why, labels};
 use crate::resources::meta::PRIMARY;
 
 /// The steps for now, given the named primary and the instances.
@@ -169,7 +169,50 @@ fn membership(primary: &Instance, instances: &[Instance], wanted: &Wanted) -> Ve
             on: synchronous,
         }];
     }
-    Vec::new()
+    raise_compatibility(primary, instances, wanted.replicas)
+}
+
+/// Raising the feature compatibility version to the series every wanted instance runs,
+/// once they all run it and are ready: the last step of a major upgrade (mongodb moves
+/// one major at a time, and the next upgrade needs the version raised).
+fn raise_compatibility(primary: &Instance, instances: &[Instance], replicas: i32) -> Vec<Step> {
+    let Some(from) = view(primary).and_then(|v| v.compatibility.clone()) else {
+        return Vec::new();
+    };
+    let wanted: Vec<&Instance> = instances.iter().filter(|i| i.ordinal < replicas).collect();
+    let each: Vec<Option<(u32, u32)>> = wanted
+        .iter()
+        .map(|i| {
+            view(i)
+                .filter(|_| i.running && i.ready)
+                .and_then(|v| series(&v.version))
+        })
+        .collect();
+    let Some(Some(running)) = each.first().copied() else {
+        return Vec::new();
+    };
+    let all_run_it = wanted.len() == usize::try_from(replicas).unwrap_or(0)
+        && each.iter().all(|s| *s == Some(running));
+    match series(&from) {
+        Some(current) if all_run_it && current < running => {
+            vec![Step::ReplicaSet(ReplicaSetStep::RaiseCompatibility {
+                primary: primary.name.clone(),
+                from,
+                to: format!("{}.{}", running.0, running.1),
+            })]
+        }
+        _ => Vec::new(),
+    }
+}
+
+fn view(instance: &Instance) -> Option<&ReplicaSetView> {
+    instance.engine.as_ref()?.replica_set.as_ref()
+}
+
+/// A version's release series: `7.0.14` is `(7, 0)`.
+fn series(version: &str) -> Option<(u32, u32)> {
+    let mut parts = version.split('.').map(str::parse::<u32>);
+    Some((parts.next()?.ok()?, parts.next()?.ok()?))
 }
 
 #[cfg(test)]

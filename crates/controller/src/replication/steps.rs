@@ -127,6 +127,15 @@ async fn replica_set_step(
                 format!("{pod} left the replica set before its instance is scaled away"),
             ))
         }
+        ReplicaSetStep::RaiseCompatibility { primary, from, to } => {
+            mongodb::raise_compatibility(exec_pods, primary, to).await?;
+            Some((
+                "CompatibilityRaised",
+                format!(
+                    "every member runs {to}, so the feature compatibility version moved from {from} to {to}: the data now uses {to}'s formats"
+                ),
+            ))
+        }
         ReplicaSetStep::HandOver {
             primary,
             to,

@@ -21,6 +21,8 @@ fn member(ordinal: i32, primary: bool, members: &[i32]) -> Instance {
             replica_set: Some(ReplicaSetView {
                 initiated: true,
                 members: members.iter().map(|o| format!("orders-{o}")).collect(),
+                version: "7.0.14".into(),
+                compatibility: primary.then(|| "7.0".into()),
             }),
         }),
     }
@@ -35,6 +37,8 @@ fn fresh(ordinal: i32) -> Instance {
         engine.replica_set = Some(ReplicaSetView {
             initiated: false,
             members: Vec::new(),
+            version: "7.0.14".into(),
+            compatibility: None,
         });
     }
     instance
@@ -247,5 +251,68 @@ fn the_span_of_the_members_is_recorded_so_the_statefulset_keeps_their_instances(
             primary: "orders-0".into(),
             pod: "orders-2".into()
         })]
+    );
+}
+
+fn runs(instance: &mut Instance, version: &str, compatibility: Option<&str>) {
+    if let Some(view) = instance
+        .engine
+        .as_mut()
+        .and_then(|e| e.replica_set.as_mut())
+    {
+        view.version = version.into();
+        view.compatibility = compatibility.map(str::to_owned);
+    }
+}
+
+#[test]
+fn the_compatibility_version_rises_once_every_member_runs_the_new_series() {
+    let mut primary = member(0, true, &[0, 1]);
+    let mut secondary = member(1, false, &[]);
+    runs(&mut primary, "8.0.4", Some("7.0"));
+    runs(&mut secondary, "7.0.14", None);
+    let steps = planned(
+        "orders-0",
+        &[primary.clone(), secondary.clone()],
+        &wanted(2),
+    );
+    assert!(
+        !steps.iter().any(|s| matches!(
+            s,
+            Step::ReplicaSet(ReplicaSetStep::RaiseCompatibility { .. })
+        )),
+        "one member still runs 7.0: {steps:?}"
+    );
+    runs(&mut secondary, "8.0.4", None);
+    let steps = planned(
+        "orders-0",
+        &[primary.clone(), secondary.clone()],
+        &wanted(2),
+    );
+    assert!(
+        steps.contains(&Step::ReplicaSet(ReplicaSetStep::RaiseCompatibility {
+            primary: "orders-0".into(),
+            from: "7.0".into(),
+            to: "8.0".into(),
+        })),
+        "{steps:?}"
+    );
+    secondary.ready = false;
+    let steps = planned("orders-0", &[primary.clone(), secondary], &wanted(2));
+    assert!(
+        !steps.iter().any(|s| matches!(
+            s,
+            Step::ReplicaSet(ReplicaSetStep::RaiseCompatibility { .. })
+        )),
+        "a member not ready: {steps:?}"
+    );
+    runs(&mut primary, "8.0.4", Some("8.0"));
+    let steps = planned("orders-0", &[primary], &wanted(1));
+    assert!(
+        !steps.iter().any(|s| matches!(
+            s,
+            Step::ReplicaSet(ReplicaSetStep::RaiseCompatibility { .. })
+        )),
+        "already raised: {steps:?}"
     );
 }
