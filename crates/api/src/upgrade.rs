@@ -1,5 +1,5 @@
-//! Major-version upgrades that move the data by dump and restore: what the status
-//! records of one, so every pass (and a restarted controller) knows where it stands and
+//! Major-version upgrades, by dump and restore or in place after a backup: what the
+//! status records of one, so every pass (and a restarted controller) knows where it stands and
 //! what to go back to.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -22,6 +22,8 @@ pub enum UpgradePhase {
     BackingUp,
     /// The new version runs in its own data directory; the backup is being restored.
     Restoring,
+    /// The new version starts on the same files and converts them (an in-place upgrade).
+    Switching,
     /// The new version runs with the restored data.
     Succeeded,
     /// The upgrade failed: the old version runs again on its untouched data.
@@ -41,8 +43,13 @@ pub struct UpgradeStatus {
     /// Where the old version keeps its data (kept until the Database is deleted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from_directory: Option<String>,
-    /// Where the new version keeps its data.
-    pub to_directory: String,
+    /// Whether the new version converts the old files itself (mysql, mongodb) rather
+    /// than being filled from the backup (postgres).
+    #[serde(default)]
+    pub in_place: bool,
+    /// Where the new version keeps its data, when not in the old files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to_directory: Option<String>,
     /// The DatabaseBackup taken first.
     pub backup: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -338,14 +338,27 @@ fn a_postgres_major_upgrade_needs_a_backup_destination_and_warns_what_it_does() 
 }
 
 #[test]
-fn mysql_and_mongodb_upgrade_one_series_at_a_time_with_a_backup_warning() {
+fn mysql_and_mongodb_upgrade_one_series_at_a_time_after_a_backup() {
     for (engine, from, to) in [
         (Engine::Mysql, "8.0.39", "8.4"),
         (Engine::Mysql, "8.4", "9.7"),
         (Engine::Mongodb, "6.0", "7.0"),
     ] {
         let old = db("a", engine, from, "1Gi", 1);
-        let new = db("a", engine, to, "1Gi", 1);
+        let mut new = db("a", engine, to, "1Gi", 1);
+        let outcome = validate_update(&old, &new, &Limits::default());
+        assert!(
+            has_error(&outcome, "spec.backup.destination", "must be set"),
+            "{from} to {to}: {:?}",
+            errors(&outcome)
+        );
+        new.spec.backup = Some(
+            serde_json::from_value(serde_json::json!({
+                "schedule": "0 3 * * *",
+                "destination": {"volume": {"claimName": "dumps"}},
+            }))
+            .expect("a schedule"),
+        );
         let outcome = validate_update(&old, &new, &Limits::default());
         assert!(
             outcome.is_allowed(),
@@ -356,7 +369,7 @@ fn mysql_and_mongodb_upgrade_one_series_at_a_time_with_a_backup_warning() {
             outcome
                 .warnings
                 .iter()
-                .any(|w| w.contains("take a backup first")),
+                .any(|w| w.contains("a backup is taken first")),
             "{from} to {to}: {:?}",
             outcome.warnings
         );

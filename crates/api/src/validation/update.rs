@@ -70,17 +70,21 @@ fn check_version(old: &Database, new: &Database, outcome: &mut Outcome) {
     match change(engine, before, after) {
         Change::WithinSeries => {}
         Change::Refused(reason) => outcome.error("spec.version", reason),
+        Change::DumpAndRestore | Change::InPlaceUpgrade
+            if !crate::backup::has_destination(new) =>
+        {
+            outcome.error(
+                "spec.backup.destination",
+                format!(
+                    "must be set to move {engine} from {} to {}: a major upgrade takes a backup there first",
+                    old.spec.version, new.spec.version
+                ),
+            );
+        }
         Change::InPlaceUpgrade => outcome.warn(format!(
-            "spec.version moves from {} to {}: {engine} upgrades its data in place when the new version starts, which cannot be undone; take a backup first",
+            "spec.version moves from {} to {}: a backup is taken first, then {engine} converts its data in place when the new version starts, which cannot be undone except by restoring that backup",
             old.spec.version, new.spec.version
         )),
-        Change::DumpAndRestore if !crate::backup::has_destination(new) => outcome.error(
-            "spec.backup.destination",
-            format!(
-                "must be set to move {engine} from {} to {}: a major upgrade takes a backup there first and restores it into the new version",
-                old.spec.version, new.spec.version
-            ),
-        ),
         Change::DumpAndRestore => outcome.warn(format!(
             "spec.version moves from {} to {}: writes are held while a backup is taken, then {} starts in a data directory of its own and the backup is restored into it; the volume needs room for both copies, and a failed upgrade goes back to {} with its data",
             old.spec.version, new.spec.version, new.spec.version, old.spec.version

@@ -211,7 +211,7 @@ fn upgrading(facts: &Facts) -> Option<String> {
     let upgrade = facts.upgrade.as_ref()?;
     matches!(
         upgrade.phase,
-        UpgradePhase::BackingUp | UpgradePhase::Restoring
+        UpgradePhase::BackingUp | UpgradePhase::Restoring | UpgradePhase::Switching
     )
     .then(|| {
         let doing = upgrade.message.as_deref().unwrap_or("starting");

@@ -34,10 +34,14 @@ pub fn refused_change(db: &Database, observed: Option<&StatefulSet>) -> Option<S
         Change::Refused(reason) => Some(format!(
             "spec.version: {reason} (the instances keep running {running})"
         )),
-        Change::DumpAndRestore if !database_api::backup::has_destination(db) => Some(format!(
-            "spec.backup.destination: must be set to move {} from {running} to {wanted}: a major upgrade takes a backup there first and restores it into the new version (the instances keep running {running})",
-            db.spec.engine
-        )),
+        Change::DumpAndRestore | Change::InPlaceUpgrade
+            if !database_api::backup::has_destination(db) =>
+        {
+            Some(format!(
+                "spec.backup.destination: must be set to move {} from {running} to {wanted}: a major upgrade takes a backup there first (the instances keep running {running})",
+                db.spec.engine
+            ))
+        }
         Change::WithinSeries | Change::InPlaceUpgrade | Change::DumpAndRestore => None,
     }
 }
@@ -52,17 +56,34 @@ mod tests {
     use database_api::Engine;
 
     #[test]
-    fn a_postgres_major_change_against_the_running_set_is_refused() {
+    fn a_major_change_needs_a_backup_destination_and_a_move_back_is_refused() {
         let running = build_statefulset(
             &database(Engine::Postgres, "16.4", 1),
             &BuildConfig::default(),
             "10Gi",
             Layout::SeparateAdmin,
         );
-        let wanted = database(Engine::Postgres, "17", 1);
+        let mut wanted = database(Engine::Postgres, "17", 1);
         let message = refused_change(&wanted, Some(&running)).expect("refused");
-        assert!(message.starts_with("spec.version: "), "{message}");
+        assert!(
+            message.starts_with("spec.backup.destination: must be set"),
+            "{message}"
+        );
         assert!(message.contains("keep running 16.4"), "{message}");
+        wanted.spec.backup = Some(
+            serde_json::from_value(serde_json::json!({
+                "schedule": "0 3 * * *",
+                "destination": {"volume": {"claimName": "dumps"}},
+            }))
+            .expect("a schedule"),
+        );
+        assert_eq!(refused_change(&wanted, Some(&running)), None);
+        let back =
+            refused_change(&database(Engine::Postgres, "15", 1), Some(&running)).expect("refused");
+        assert!(
+            back.starts_with("spec.version: may not move back"),
+            "{back}"
+        );
         assert_eq!(
             refused_change(&database(Engine::Postgres, "16.6", 1), Some(&running)),
             None

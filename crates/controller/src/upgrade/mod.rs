@@ -1,8 +1,10 @@
-//! Major-version upgrades by dump and restore (postgres, whose image carries one
-//! major's binaries, so `pg_upgrade` cannot run in it): writes are held, a backup is
-//! taken, the new version starts in a data directory of its own, the backup is restored
-//! into it and writes resume. The old directory is never touched, so a failure at any
-//! step goes back to the old version on it ([`run`] carries the steps out).
+//! Major-version upgrades, each after a backup. postgres (whose image carries one
+//! major's binaries, so `pg_upgrade` cannot run in it) moves by dump and restore: writes
+//! are held, the backup is taken, the new version starts in a data directory of its own,
+//! the backup is restored into it and writes resume; the old directory is never
+//! touched, so a failure at any step goes back to the old version on it. mysql and
+//! mongodb convert their files in place when the new version starts: the backup is the
+//! way back once they began ([`run`] carries the steps out).
 //!
 //! What the instances run follows from the recorded upgrade: the old version while
 //! the backup is taken and after a rollback, the new one from the switch on.
@@ -55,15 +57,22 @@ pub fn plan(db: &Database, observed: Option<&StatefulSet>, backup: &str) -> Plan
     let Some(running) = running_version(set) else {
         return Plan::Settled;
     };
-    if change(db.spec.engine, running, wanted) != Change::DumpAndRestore {
-        return Plan::Settled;
-    }
+    let (in_place, from_directory, to_directory) = match change(db.spec.engine, running, wanted) {
+        Change::DumpAndRestore => (
+            false,
+            directory_of(set),
+            Some(directory_for(db.spec.engine, wanted.major)),
+        ),
+        Change::InPlaceUpgrade => (true, None, None),
+        Change::WithinSeries | Change::Refused(_) => return Plan::Settled,
+    };
     Plan::Start(UpgradeStatus {
         phase: UpgradePhase::BackingUp,
         from_version: running.to_string(),
         to_version: db.spec.version.clone(),
-        from_directory: directory_of(set),
-        to_directory: directory_for(db.spec.engine, wanted.major),
+        in_place,
+        from_directory,
+        to_directory,
         backup: backup.to_owned(),
         started_at: None,
         message: None,
@@ -84,12 +93,16 @@ pub fn as_run<'a>(db: &'a Database, plan: &Plan, primary: &str) -> Cow<'a, Datab
         UpgradePhase::BackingUp | UpgradePhase::RolledBack => {
             (&upgrade.from_version, upgrade.from_directory.as_ref())
         }
-        UpgradePhase::Restoring | UpgradePhase::Succeeded => {
-            (&upgrade.to_version, Some(&upgrade.to_directory))
+        UpgradePhase::Restoring | UpgradePhase::Switching | UpgradePhase::Succeeded => {
+            (&upgrade.to_version, upgrade.to_directory.as_ref())
         }
     };
     let mut shaped = db.clone();
     shaped.spec.version.clone_from(version);
+    if upgrade.in_place {
+        // The same files, where the layout keeps them.
+        return Cow::Owned(shaped);
+    }
     if upgrade.phase == UpgradePhase::Restoring {
         let up_to_primary = crate::replication::ordinal(primary).map_or(1, |o| o + 1);
         shaped.spec.replicas = shaped.spec.replicas.min(up_to_primary);
@@ -115,7 +128,7 @@ fn recorded(db: &Database) -> Option<&UpgradeStatus> {
         .as_ref()
         .and_then(|s| s.upgrade.as_ref())
         .filter(|u| match u.phase {
-            UpgradePhase::BackingUp | UpgradePhase::Restoring => true,
+            UpgradePhase::BackingUp | UpgradePhase::Restoring | UpgradePhase::Switching => true,
             UpgradePhase::RolledBack => u.to_version == db.spec.version,
             UpgradePhase::Succeeded => false,
         })
@@ -131,7 +144,9 @@ pub fn backing_up(db: &Database) -> bool {
 pub fn as_served(db: &Database) -> Cow<'_, Database> {
     let served = recorded(db).map(|u| match u.phase {
         UpgradePhase::BackingUp | UpgradePhase::RolledBack => &u.from_version,
-        UpgradePhase::Restoring | UpgradePhase::Succeeded => &u.to_version,
+        UpgradePhase::Restoring | UpgradePhase::Switching | UpgradePhase::Succeeded => {
+            &u.to_version
+        }
     });
     match served {
         Some(version) => {

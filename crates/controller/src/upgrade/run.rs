@@ -71,6 +71,7 @@ pub async fn run(scope: &Scope<'_>, plan: Plan) -> Result<Step, Error> {
     match upgrade.phase {
         UpgradePhase::BackingUp => back_up(scope, &mut upgrade, pod.as_ref(), &mut events).await?,
         UpgradePhase::Restoring => restore(scope, &mut upgrade, pod.as_ref(), &mut events).await?,
+        UpgradePhase::Switching => switch(scope, &mut upgrade, pod.as_ref(), &mut events).await?,
         UpgradePhase::RolledBack => {
             if upgrade.writes_held && serves(pod.as_ref(), &upgrade.from_version) {
                 hold::release(&pods(scope), scope.primary).await?;
@@ -82,7 +83,7 @@ pub async fn run(scope: &Scope<'_>, plan: Plan) -> Result<Step, Error> {
     }
     let requeue = matches!(
         upgrade.phase,
-        UpgradePhase::BackingUp | UpgradePhase::Restoring
+        UpgradePhase::BackingUp | UpgradePhase::Restoring | UpgradePhase::Switching
     ) || upgrade.writes_held;
     Ok(Step {
         status: Some(upgrade),
@@ -98,7 +99,8 @@ async fn back_up(
     pod: Option<&Pod>,
     events: &mut Vec<(EventType, &'static str, String)>,
 ) -> Result<(), Error> {
-    if !upgrade.writes_held {
+    // Files converted in place carry every write over: nothing is held for them.
+    if !upgrade.writes_held && !upgrade.in_place {
         if !serves(pod, &upgrade.from_version) {
             upgrade.message = Some("waiting for the primary to take writes".into());
             return Ok(());
@@ -127,14 +129,22 @@ async fn back_up(
     let status = backup.status.unwrap_or_default();
     match status.phase {
         BackupPhase::Succeeded => {
-            mark_directory(scope, Some(&upgrade.to_directory)).await?;
-            upgrade.phase = UpgradePhase::Restoring;
-            // The new version starts on an empty directory, with nothing held.
-            upgrade.writes_held = false;
-            upgrade.message = Some(format!(
-                "backup {} taken; starting {} in {}",
-                upgrade.backup, upgrade.to_version, upgrade.to_directory
-            ));
+            if let Some(directory) = upgrade.to_directory.clone() {
+                mark_directory(scope, Some(&directory)).await?;
+                upgrade.phase = UpgradePhase::Restoring;
+                // The new version starts on an empty directory, with nothing held.
+                upgrade.writes_held = false;
+                upgrade.message = Some(format!(
+                    "backup {} taken; starting {} in {directory}",
+                    upgrade.backup, upgrade.to_version
+                ));
+            } else {
+                upgrade.phase = UpgradePhase::Switching;
+                upgrade.message = Some(format!(
+                    "backup {} taken; starting {} on the same files",
+                    upgrade.backup, upgrade.to_version
+                ));
+            }
         }
         BackupPhase::Failed => {
             let why = status.error.unwrap_or_else(|| "no reason given".into());
@@ -197,6 +207,32 @@ async fn restore(
             roll_back(scope, upgrade, why, events).await?;
         }
     }
+    Ok(())
+}
+
+/// Waits for the new version to run on the converted files, or goes back when it
+/// cannot start.
+async fn switch(
+    scope: &Scope<'_>,
+    upgrade: &mut UpgradeStatus,
+    pod: Option<&Pod>,
+    events: &mut Vec<(EventType, &'static str, String)>,
+) -> Result<(), Error> {
+    if let Some(reason) = pod.and_then(will_not_start) {
+        let why = format!("{} did not start: {reason}", upgrade.to_version);
+        return roll_back(scope, upgrade, why, events).await;
+    }
+    if !serves(pod, &upgrade.to_version) {
+        upgrade.message = Some(format!("waiting for {} to start", upgrade.to_version));
+        return Ok(());
+    }
+    upgrade.phase = UpgradePhase::Succeeded;
+    let note = format!(
+        "upgraded from {} to {} in place; backup {} holds the data as it was before",
+        upgrade.from_version, upgrade.to_version, upgrade.backup
+    );
+    upgrade.message = Some(note.clone());
+    events.push((EventType::Normal, "Upgraded", note));
     Ok(())
 }
 
@@ -263,12 +299,24 @@ async fn roll_back(
     why: String,
     events: &mut Vec<(EventType, &'static str, String)>,
 ) -> Result<(), Error> {
-    mark_directory(scope, upgrade.from_directory.as_deref()).await?;
+    let caveat = if upgrade.in_place {
+        if upgrade.phase == UpgradePhase::Switching {
+            format!(
+                " (if {} had begun converting the files and {} cannot start on them, restore backup {} into a new Database)",
+                upgrade.to_version, upgrade.from_version, upgrade.backup
+            )
+        } else {
+            String::new()
+        }
+    } else {
+        mark_directory(scope, upgrade.from_directory.as_deref()).await?;
+        // The old directory holds the setting made when writes were held.
+        upgrade.writes_held = true;
+        String::new()
+    };
     upgrade.phase = UpgradePhase::RolledBack;
-    // The old directory holds the setting made when writes were held.
-    upgrade.writes_held = true;
     let note = format!(
-        "the upgrade from {} to {} failed and the Database runs {} again on its data: {why}; set spec.version to {} to confirm, or to another version to try again",
+        "the upgrade from {} to {} failed and the Database runs {} again on its data: {why}; set spec.version to {} to confirm, or to another version to try again{caveat}",
         upgrade.from_version, upgrade.to_version, upgrade.from_version, upgrade.from_version
     );
     upgrade.message = Some(note.clone());

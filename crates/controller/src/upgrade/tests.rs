@@ -27,7 +27,7 @@ fn recorded(db: &mut Database, phase: UpgradePhase) -> UpgradeStatus {
         from_version: "15".into(),
         to_version: db.spec.version.clone(),
         from_directory: Some("/var/lib/postgresql/data/pgdata".into()),
-        to_directory: "/var/lib/postgresql/data/pgdata-17".into(),
+        to_directory: Some("/var/lib/postgresql/data/pgdata-17".into()),
         backup: "orders-before-17-20261205-0600".into(),
         ..UpgradeStatus::default()
     };
@@ -50,7 +50,10 @@ fn a_postgres_major_step_starts_an_upgrade_from_what_runs() {
         start.from_directory.as_deref(),
         Some("/var/lib/postgresql/data/pgdata")
     );
-    assert_eq!(start.to_directory, "/var/lib/postgresql/data/pgdata-17");
+    assert_eq!(
+        start.to_directory.as_deref(),
+        Some("/var/lib/postgresql/data/pgdata-17")
+    );
     assert_eq!(start.phase, UpgradePhase::BackingUp);
     assert_eq!(plan(&db, Some(&running("17.2")), "b"), Plan::Settled);
     assert_eq!(plan(&db, None, "b"), Plan::Settled, "nothing runs yet");
@@ -131,7 +134,10 @@ fn postgres_18_keeps_its_image_directory_beside_the_older_one() {
     let Plan::Start(start) = plan(&db, Some(&running("17")), "b") else {
         panic!("an upgrade starts");
     };
-    assert_eq!(start.to_directory, "/var/lib/postgresql/18/docker");
+    assert_eq!(
+        start.to_directory.as_deref(),
+        Some("/var/lib/postgresql/18/docker")
+    );
     assert_eq!(
         pgdata(&running("18")).as_deref(),
         Some("/var/lib/postgresql/18/docker")
@@ -224,4 +230,41 @@ fn an_upgrade_under_way_finishes_before_another_version_change_counts() {
         matches!(plan(&db, Some(&running("15")), "b"), Plan::Start(_)),
         "after a rollback, another version tries again"
     );
+}
+
+#[test]
+fn a_mysql_series_step_is_an_in_place_upgrade_after_a_backup() {
+    let set = |version: &str| {
+        build_statefulset(
+            &database(Engine::Mysql, version, 1),
+            &BuildConfig::default(),
+            "10Gi",
+            Layout::SeparateAdmin,
+        )
+    };
+    let db = database(Engine::Mysql, "9.8", 1);
+    let Plan::Start(start) = plan(&db, Some(&set("9.7")), "b") else {
+        panic!("an upgrade starts");
+    };
+    assert!(start.in_place);
+    assert_eq!(
+        (
+            start.from_directory.as_deref(),
+            start.to_directory.as_deref()
+        ),
+        (None, None)
+    );
+    let mut switching = db.clone();
+    switching.status = Some(DatabaseStatus {
+        upgrade: Some(UpgradeStatus {
+            phase: UpgradePhase::Switching,
+            ..start
+        }),
+        ..DatabaseStatus::default()
+    });
+    let plan = plan(&switching, Some(&set("9.7")), "b");
+    let shaped = as_run(&switching, &plan, "orders-0");
+    assert_eq!(shaped.spec.version, "9.8");
+    assert!(!shaped.annotations().contains_key(DATA_DIRECTORY_ANNOTATION));
+    assert_eq!(as_served(&switching).spec.version, "9.8");
 }
