@@ -155,11 +155,13 @@ async fn backup_and_restore(engine: &Engine) {
         i64::try_from(stored).ok(),
         "the status reports the stored size"
     );
-    let db = env.databases().get("orders").await.expect("the Database");
-    assert_eq!(
-        condition(&db, "LastBackupSucceeded").map(|c| (c.0, c.1)),
-        Some(("True".to_owned(), "BackupSucceeded".to_owned()))
-    );
+    // The Database's next pass, which the finished backup starts, sets the condition.
+    eventually(REAL_WAIT, "LastBackupSucceeded on the Database", || async {
+        let db = env.databases().get("orders").await.ok()?;
+        let (status, reason, _) = condition(&db, "LastBackupSucceeded")?;
+        (status == "True" && reason == "BackupSucceeded").then_some(())
+    })
+    .await;
 
     env.databases()
         .delete("orders", &DeleteParams::default())

@@ -1,10 +1,13 @@
 //! A real S3-compatible object store for backup tests: versitygw over TLS, serving the
 //! buckets of a temporary directory (a bucket is a folder, an object a file in it).
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use tempfile::TempDir;
 
 use crate::control_plane::Error;
@@ -96,6 +99,44 @@ impl ObjectStore {
     /// The file holding `key` in `bucket`, to look at what the store keeps.
     pub fn object_path(&self, bucket: &str, key: &str) -> PathBuf {
         self.data().join(bucket).join(key)
+    }
+
+    /// The Secrets a destination on this store names: `backup-keys` (its keys, under
+    /// `access-key-id` and `secret-access-key`) and `store-ca` (its CA, `ca.crt`).
+    pub fn secrets(&self, namespace: &str) -> Vec<Secret> {
+        let secret = |name: &str, data: BTreeMap<String, String>| Secret {
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                namespace: Some(namespace.to_owned()),
+                ..ObjectMeta::default()
+            },
+            string_data: Some(data),
+            ..Secret::default()
+        };
+        vec![
+            secret(
+                "backup-keys",
+                BTreeMap::from([
+                    ("access-key-id".to_owned(), self.access_key_id.clone()),
+                    (
+                        "secret-access-key".to_owned(),
+                        self.secret_access_key.clone(),
+                    ),
+                ]),
+            ),
+            secret(
+                "store-ca",
+                BTreeMap::from([("ca.crt".to_owned(), self.ca_pem.clone())]),
+            ),
+        ]
+    }
+
+    /// An S3 destination on `bucket` of this store, with [`Self::secrets`].
+    pub fn destination(&self, bucket: &str, prefix: &str) -> serde_json::Value {
+        serde_json::json!({"s3": {
+            "endpoint": self.endpoint, "bucket": bucket, "prefix": prefix,
+            "credentialsSecret": "backup-keys", "ca": {"name": "store-ca", "key": "ca.crt"},
+        }})
     }
 
     /// The keys in `bucket`, sorted.

@@ -166,27 +166,14 @@ async fn prepare_store(bench: &Bench, store: &ObjectStore) -> anyhow::Result<()>
     .create()
     .await?;
     let secrets: Api<Secret> = Api::namespaced(bench.client.clone(), NAMESPACE);
-    for (name, data) in [
-        (
-            "backup-keys",
-            json!({"access-key-id": store.access_key_id, "secret-access-key": store.secret_access_key}),
-        ),
-        ("store-ca", json!({"ca.crt": store.ca_pem})),
-    ] {
-        let secret: Secret = serde_json::from_value(json!({
-            "metadata": {"name": name, "namespace": NAMESPACE},
-            "stringData": data,
-        }))?;
+    for secret in store.secrets(NAMESPACE) {
         secrets.create(&PostParams::default(), &secret).await?;
     }
     Ok(())
 }
 
 fn destination(store: &ObjectStore) -> Value {
-    json!({"s3": {
-        "endpoint": store.endpoint, "bucket": BUCKET,
-        "credentialsSecret": "backup-keys", "ca": {"name": "store-ca", "key": "ca.crt"},
-    }})
+    store.destination(BUCKET, "")
 }
 
 async fn create(bench: &Bench, name: &str, spec: Value) -> anyhow::Result<()> {

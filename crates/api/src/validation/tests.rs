@@ -305,6 +305,17 @@ fn mysql_8_4_back_to_8_0_is_a_series_downgrade() {
     assert!(has_error(&outcome, "spec.version", "may not move back"));
 }
 
+/// A nightly schedule to a volume: what a major upgrade needs.
+fn give_backup_destination(db: &mut Database) {
+    db.spec.backup = Some(
+        serde_json::from_value(serde_json::json!({
+            "schedule": "0 3 * * *",
+            "destination": {"volume": {"claimName": "dumps"}},
+        }))
+        .expect("a schedule"),
+    );
+}
+
 #[test]
 fn a_postgres_major_upgrade_needs_a_backup_destination_and_warns_what_it_does() {
     let old = orders();
@@ -317,13 +328,7 @@ fn a_postgres_major_upgrade_needs_a_backup_destination_and_warns_what_it_does() 
             "{version}: {:?}",
             errors(&outcome)
         );
-        new.spec.backup = Some(
-            serde_json::from_value(serde_json::json!({
-                "schedule": "0 3 * * *",
-                "destination": {"volume": {"claimName": "dumps"}},
-            }))
-            .expect("a schedule"),
-        );
+        give_backup_destination(&mut new);
         let outcome = validate_update(&old, &new, &Limits::default());
         assert!(outcome.is_allowed(), "{version}: {:?}", errors(&outcome));
         assert!(
@@ -352,13 +357,7 @@ fn mysql_and_mongodb_upgrade_one_series_at_a_time_after_a_backup() {
             "{from} to {to}: {:?}",
             errors(&outcome)
         );
-        new.spec.backup = Some(
-            serde_json::from_value(serde_json::json!({
-                "schedule": "0 3 * * *",
-                "destination": {"volume": {"claimName": "dumps"}},
-            }))
-            .expect("a schedule"),
-        );
+        give_backup_destination(&mut new);
         let outcome = validate_update(&old, &new, &Limits::default());
         assert!(
             outcome.is_allowed(),

@@ -13,7 +13,7 @@ use database_api::{Database, Phase};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, PropagationPolicy};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PropagationPolicy};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
@@ -24,6 +24,7 @@ use crate::context::Context;
 use crate::dispatch::Action;
 use crate::error::Error;
 use crate::events::{EventType, Notice};
+use crate::reconcile::apply::create_if_absent;
 
 /// How often a running backup is looked at (its Job's changes also bring it back).
 const WHILE_RUNNING: Duration = Duration::from_secs(5);
@@ -174,16 +175,8 @@ async fn start(
         },
     );
     let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), namespace);
-    match jobs.create(&PostParams::default(), &job).await {
-        Ok(_) => ctx.metrics.wrote("create"),
-        Err(kube::Error::Api(status)) if status.code == 409 => {}
-        Err(source) => {
-            return Err(Error::Apply {
-                kind: "Job".into(),
-                name: job_name,
-                source,
-            });
-        }
+    if create_if_absent(&jobs, &job).await? {
+        ctx.metrics.wrote("create");
     }
     write_status(
         backups,
@@ -324,14 +317,9 @@ async fn finish_deletion(
                 agent_image,
                 build: &ctx.settings.build,
             });
-            jobs.create(&PostParams::default(), &job)
-                .await
-                .map_err(|source| Error::Apply {
-                    kind: "Job".into(),
-                    name,
-                    source,
-                })?;
-            ctx.metrics.wrote("create");
+            if create_if_absent(&jobs, &job).await? {
+                ctx.metrics.wrote("create");
+            }
             return Ok(Action::requeue(WHILE_RUNNING));
         };
         let pods = job_pods(ctx, namespace, &name).await?;

@@ -8,7 +8,7 @@ use database_api::Database;
 use database_api::backup::{BackupDestination, BackupPhase, DatabaseBackup, RestoreSource};
 use database_api::conditions::{self, RESTORED};
 use k8s_openapi::api::batch::v1::Job;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use kube::{Resource, ResourceExt};
 
 use super::job::{self, JobInputs};
@@ -18,6 +18,7 @@ use super::reconcile::{delete_job, job_pods};
 use crate::context::Context;
 use crate::engine::major;
 use crate::error::Error;
+use crate::reconcile::apply::create_if_absent;
 
 /// Where a Database's restore is.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -121,16 +122,8 @@ pub async fn run(
             build: &ctx.settings.build,
         },
     );
-    match jobs.create(&PostParams::default(), &job).await {
-        Ok(_) => ctx.metrics.wrote("create"),
-        Err(kube::Error::Api(status)) if status.code == 409 => {}
-        Err(source) => {
-            return Err(Error::Apply {
-                kind: "Job".into(),
-                name,
-                source,
-            });
-        }
+    if create_if_absent(&jobs, &job).await? {
+        ctx.metrics.wrote("create");
     }
     Ok(Some(Restore::Running(format!(
         "restoring {}",

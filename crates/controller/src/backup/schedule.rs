@@ -12,11 +12,12 @@ use database_api::backup::{
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams};
 
 use super::reconcile::size_in_words;
 use crate::context::Context;
 use crate::error::Error;
+use crate::reconcile::apply::create_if_absent;
 
 /// What the Database's backups call for now.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -37,6 +38,7 @@ pub fn plan(db: &Database, backups: &[DatabaseBackup], now: Timestamp) -> Plan {
     let mut plan = Plan {
         last_backup: last_backup(backups),
         status: db.status.as_ref().and_then(|s| s.backups.clone()),
+        requeue: unfinished(backups),
         ..Plan::default()
     };
     let Some(spec) = &db.spec.backup else {
@@ -67,13 +69,14 @@ pub fn plan(db: &Database, backups: &[DatabaseBackup], now: Timestamp) -> Plan {
     }
     let next = schedule.next_after(now).filter(|_| !spec.suspend);
     status.next_scheduled = next.map(Time);
-    plan.requeue = next.map(|at| {
+    let due = next.map(|at| {
         Duration::from_secs(
             u64::try_from(at.as_second() - now.as_second())
                 .unwrap_or(0)
                 .max(1),
         )
     });
+    plan.requeue = [plan.requeue, due].into_iter().flatten().min();
     status.last_succeeded = newest(backups, |b| phase(b) == BackupPhase::Succeeded)
         .map(ResourceExt::name_any)
         .or(status.last_succeeded);
@@ -81,6 +84,19 @@ pub fn plan(db: &Database, backups: &[DatabaseBackup], now: Timestamp) -> Plan {
     plan.delete = past_retention(spec, backups, now);
     plan
 }
+
+/// How soon to look again while a backup is unfinished: the finished backup wakes the
+/// Database too, but through a watch of its own, which may come before the cache the
+/// pass reads from has it.
+fn unfinished(backups: &[DatabaseBackup]) -> Option<Duration> {
+    backups
+        .iter()
+        .any(|b| matches!(phase(b), BackupPhase::Pending | BackupPhase::Running))
+        .then_some(WHILE_A_BACKUP_RUNS)
+}
+
+/// How soon a Database with a backup under way looks at it again.
+const WHILE_A_BACKUP_RUNS: Duration = Duration::from_secs(10);
 
 /// The name of the backup scheduled for `at`: `<database>-<yyyymmdd>-<hhmm>`.
 pub fn scheduled_name(database: &str, at: Timestamp) -> String {
@@ -227,16 +243,8 @@ pub async fn run(ctx: &Context, db: &Database, namespace: &str) -> Result<Plan, 
             },
             status: None,
         };
-        match api.create(&PostParams::default(), &backup).await {
-            Ok(_) => ctx.metrics.wrote("create"),
-            Err(kube::Error::Api(status)) if status.code == 409 => {}
-            Err(source) => {
-                return Err(Error::Apply {
-                    kind: "DatabaseBackup".into(),
-                    name: name.clone(),
-                    source,
-                });
-            }
+        if create_if_absent(&api, &backup).await? {
+            ctx.metrics.wrote("create");
         }
     }
     for name in &plan.delete {

@@ -148,3 +148,20 @@ where
         }),
     }
 }
+
+/// Creates `object` unless one of its name exists already (created by an earlier pass
+/// whose answer was lost): whether this call created it.
+pub async fn create_if_absent<K>(api: &Api<K>, object: &K) -> Result<bool, Error>
+where
+    K: Resource<DynamicType = ()> + DeserializeOwned + serde::Serialize + Clone + Debug,
+{
+    match api.create(&kube::api::PostParams::default(), object).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(status)) if status.is_already_exists() => Ok(false),
+        Err(source) => Err(Error::Apply {
+            kind: K::kind(&()).into_owned(),
+            name: object.meta().name.clone().unwrap_or_default(),
+            source,
+        }),
+    }
+}

@@ -6,24 +6,27 @@
 use database_api::Database;
 use database_api::versions::{Change, Version, change};
 use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::Container;
 
 use crate::resources::statefulset::CONTAINER;
 
 /// The version in the running StatefulSet's image tag, if it parses.
 pub fn running_version(set: &StatefulSet) -> Option<Version> {
-    let image = set
-        .spec
+    let image = engine_container(set)?.image.as_deref()?;
+    let tag = image.rsplit_once(':')?.1;
+    Version::parse(tag)
+}
+
+/// The StatefulSet's database container.
+pub fn engine_container(set: &StatefulSet) -> Option<&Container> {
+    set.spec
         .as_ref()?
         .template
         .spec
         .as_ref()?
         .containers
         .iter()
-        .find(|c| c.name == CONTAINER)?
-        .image
-        .as_deref()?;
-    let tag = image.rsplit_once(':')?.1;
-    Version::parse(tag)
+        .find(|c| c.name == CONTAINER)
 }
 
 /// Why `db`'s version cannot replace the one `observed` runs, as `spec.version: <reason>`.

@@ -21,8 +21,7 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use kube::ResourceExt;
 
 use crate::engine::major;
-use crate::reconcile::version::running_version;
-use crate::resources::statefulset::CONTAINER;
+use crate::reconcile::version::{engine_container, running_version};
 
 /// Where `db` stands with major upgrades.
 #[derive(Clone, Debug, PartialEq)]
@@ -161,16 +160,7 @@ pub fn as_served(db: &Database) -> Cow<'_, Database> {
 /// The data directory a StatefulSet's engine container uses: its `PGDATA`, or the
 /// image's own default from postgres 18 on.
 pub fn directory_of(set: &StatefulSet) -> Option<String> {
-    let container = set
-        .spec
-        .as_ref()?
-        .template
-        .spec
-        .as_ref()?
-        .containers
-        .iter()
-        .find(|c| c.name == CONTAINER)?;
-    let pgdata = container
+    let pgdata = engine_container(set)?
         .env
         .iter()
         .flatten()

@@ -12,7 +12,7 @@ use database_api::upgrade::{
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::Api;
 use kube::{Resource, ResourceExt};
 
 use super::{Plan, hold};
@@ -23,6 +23,7 @@ use crate::backup::reconcile::job_pods;
 use crate::context::Context;
 use crate::error::Error;
 use crate::events::EventType;
+use crate::reconcile::apply::{create_if_absent, delete_if_present, get_opt};
 use crate::reconcile::layout::mark;
 use crate::resources::statefulset::CONTAINER;
 
@@ -117,7 +118,7 @@ async fn back_up(
         ));
     }
     let backups: Api<DatabaseBackup> = Api::namespaced(scope.ctx.client.clone(), scope.namespace);
-    let Some(backup) = get(&backups, "DatabaseBackup", &upgrade.backup).await? else {
+    let Some(backup) = get_opt(&backups, &upgrade.backup).await? else {
         // The backup dumps the version the recorded upgrade says runs: it waits until
         // the status records it.
         if super::backing_up(scope.db) {
@@ -170,15 +171,14 @@ async fn restore(
     pod: Option<&Pod>,
     events: &mut Vec<(EventType, &'static str, String)>,
 ) -> Result<(), Error> {
-    if let Some(reason) = pod.and_then(will_not_start) {
-        let why = format!("{} did not start: {reason}", upgrade.to_version);
-        return roll_back(scope, upgrade, why, events).await;
-    }
+    let started = match started(upgrade, pod) {
+        Ok(started) => started,
+        Err(why) => return roll_back(scope, upgrade, why, events).await,
+    };
     let jobs: Api<Job> = Api::namespaced(scope.ctx.client.clone(), scope.namespace);
     let name = job_name(&upgrade.backup, "-restore");
-    let Some(found) = get(&jobs, "Job", &name).await? else {
-        if !serves(pod, &upgrade.to_version) {
-            upgrade.message = Some(format!("waiting for {} to start", upgrade.to_version));
+    let Some(found) = get_opt(&jobs, &name).await? else {
+        if !started {
             return Ok(());
         }
         if !upgrade.writes_held {
@@ -218,13 +218,10 @@ async fn switch(
     pod: Option<&Pod>,
     events: &mut Vec<(EventType, &'static str, String)>,
 ) -> Result<(), Error> {
-    if let Some(reason) = pod.and_then(will_not_start) {
-        let why = format!("{} did not start: {reason}", upgrade.to_version);
-        return roll_back(scope, upgrade, why, events).await;
-    }
-    if !serves(pod, &upgrade.to_version) {
-        upgrade.message = Some(format!("waiting for {} to start", upgrade.to_version));
-        return Ok(());
+    match started(upgrade, pod) {
+        Ok(true) => {}
+        Ok(false) => return Ok(()),
+        Err(why) => return roll_back(scope, upgrade, why, events).await,
     }
     upgrade.phase = UpgradePhase::Succeeded;
     let note = format!(
@@ -244,7 +241,7 @@ async fn start_restore(
     name: String,
 ) -> Result<(), Error> {
     let backups: Api<DatabaseBackup> = Api::namespaced(scope.ctx.client.clone(), scope.namespace);
-    let status = get(&backups, "DatabaseBackup", &upgrade.backup)
+    let status = get_opt(&backups, &upgrade.backup)
         .await?
         .and_then(|b| b.status);
     let (Some(destination), Some(key)) = (
@@ -274,16 +271,8 @@ async fn start_restore(
             build: &scope.ctx.settings.build,
         },
     );
-    match jobs.create(&PostParams::default(), &desired).await {
-        Ok(_) => scope.ctx.metrics.wrote("create"),
-        Err(kube::Error::Api(status)) if status.code == 409 => {}
-        Err(source) => {
-            return Err(Error::Apply {
-                kind: "Job".into(),
-                name,
-                source,
-            });
-        }
+    if create_if_absent(jobs, &desired).await? {
+        scope.ctx.metrics.wrote("create");
     }
     upgrade.message = Some(format!(
         "restoring backup {} into {}",
@@ -348,16 +337,8 @@ async fn create_backup(
         },
         status: None,
     };
-    match backups.create(&PostParams::default(), &backup).await {
-        Ok(_) => scope.ctx.metrics.wrote("create"),
-        Err(kube::Error::Api(status)) if status.code == 409 => {}
-        Err(source) => {
-            return Err(Error::Apply {
-                kind: "DatabaseBackup".into(),
-                name: name.to_owned(),
-                source,
-            });
-        }
+    if create_if_absent(backups, &backup).await? {
+        scope.ctx.metrics.wrote("create");
     }
     Ok(())
 }
@@ -379,40 +360,31 @@ async fn replace_stuck(scope: &Scope<'_>, pod: Option<&Pod>, version: &str) -> R
     if image_tag(pod) == Some(version) || will_not_start(pod).is_none() {
         return Ok(());
     }
-    match pods(scope)
-        .delete(scope.primary, &DeleteParams::default())
-        .await
-    {
-        Ok(_) => scope.ctx.metrics.wrote("delete"),
-        Err(kube::Error::Api(status)) if status.is_not_found() => {}
-        Err(source) => {
-            return Err(Error::Delete {
-                kind: "Pod".into(),
-                name: scope.primary.to_owned(),
-                source,
-            });
-        }
+    if delete_if_present(&pods(scope), scope.primary).await? {
+        scope.ctx.metrics.wrote("delete");
     }
     Ok(())
 }
 
 async fn primary_pod(scope: &Scope<'_>) -> Result<Option<Pod>, Error> {
-    get(&pods(scope), "Pod", scope.primary).await
+    get_opt(&pods(scope), scope.primary).await
 }
 
 fn pods(scope: &Scope<'_>) -> Api<Pod> {
     Api::namespaced(scope.ctx.client.clone(), scope.namespace)
 }
 
-async fn get<K>(api: &Api<K>, kind: &str, name: &str) -> Result<Option<K>, Error>
-where
-    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    api.get_opt(name).await.map_err(|source| Error::Observe {
-        kind: kind.into(),
-        name: name.to_owned(),
-        source,
-    })
+/// Whether the new version's primary runs and is ready (saying so in the message when
+/// it is not yet), or why it never will.
+fn started(upgrade: &mut UpgradeStatus, pod: Option<&Pod>) -> Result<bool, String> {
+    if let Some(reason) = pod.and_then(will_not_start) {
+        return Err(format!("{} did not start: {reason}", upgrade.to_version));
+    }
+    let started = serves(pod, &upgrade.to_version);
+    if !started {
+        upgrade.message = Some(format!("waiting for {} to start", upgrade.to_version));
+    }
+    Ok(started)
 }
 
 /// Whether `pod` runs `version` and is ready.

@@ -5,7 +5,7 @@ use database_backup::s3::{Bucket, BucketConfig, Credentials};
 use database_controller::context::Settings;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::PostParams;
-use serde_json::{Value, json};
+use serde_json::Value;
 use testenv::Options;
 use testenv::images::OPERATOR_IMAGE;
 use testenv::object_store::{NODE_ADDRESS, ObjectStore};
@@ -27,18 +27,7 @@ pub async fn start_with_store(images: &[&str]) -> (Env, ObjectStore) {
         .await
         .expect("the object store starts");
     let secrets: kube::Api<Secret> = env.api();
-    for (name, data) in [
-        (
-            "backup-keys",
-            json!({"access-key-id": store.access_key_id, "secret-access-key": store.secret_access_key}),
-        ),
-        ("store-ca", json!({"ca.crt": store.ca_pem})),
-    ] {
-        let secret: Secret = serde_json::from_value(json!({
-            "metadata": {"name": name, "namespace": NAMESPACE},
-            "stringData": data,
-        }))
-        .expect("a Secret");
+    for secret in store.secrets(NAMESPACE) {
         secrets
             .create(&PostParams::default(), &secret)
             .await
@@ -47,11 +36,9 @@ pub async fn start_with_store(images: &[&str]) -> (Env, ObjectStore) {
     (env, store)
 }
 
+/// A destination on `bucket`, under `dumps/`.
 pub fn destination(store: &ObjectStore, bucket: &str) -> Value {
-    json!({"s3": {
-        "endpoint": store.endpoint, "bucket": bucket, "prefix": "dumps/",
-        "credentialsSecret": "backup-keys", "ca": {"name": "store-ca", "key": "ca.crt"},
-    }})
+    store.destination(bucket, "dumps/")
 }
 
 pub async fn create_bucket(store: &ObjectStore, name: &str) {

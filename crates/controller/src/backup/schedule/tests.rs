@@ -197,3 +197,24 @@ fn the_condition_follows_the_newest_finished_backup() {
         Some(true)
     );
 }
+
+#[test]
+fn a_database_with_a_backup_under_way_looks_again_soon() {
+    let manual = database(Value::Null, json!({}));
+    let running = [backup("b", "2026-12-03T03:00:00Z", "Running", false)];
+    assert_eq!(
+        plan(&manual, &running, at("2026-12-03T03:01:00Z")).requeue,
+        Some(WHILE_A_BACKUP_RUNS)
+    );
+    let done = [backup("b", "2026-12-03T03:00:00Z", "Succeeded", false)];
+    assert_eq!(
+        plan(&manual, &done, at("2026-12-03T03:01:00Z")).requeue,
+        None
+    );
+    let scheduled = database(daily(json!({})), json!({}));
+    assert_eq!(
+        plan(&scheduled, &running, at("2026-12-03T03:01:00Z")).requeue,
+        Some(WHILE_A_BACKUP_RUNS),
+        "sooner than the next scheduled time"
+    );
+}
