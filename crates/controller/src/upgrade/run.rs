@@ -12,7 +12,7 @@ use database_api::upgrade::{
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use kube::api::Api;
+use kube::api::{Api, ListParams};
 use kube::{Resource, ResourceExt};
 
 use super::{Plan, hold};
@@ -366,8 +366,18 @@ async fn replace_stuck(scope: &Scope<'_>, pod: Option<&Pod>, version: &str) -> R
     Ok(())
 }
 
+/// The primary's Pod, found by a list (the controller lists Pods; it needs no `get`).
 async fn primary_pod(scope: &Scope<'_>) -> Result<Option<Pod>, Error> {
-    get_opt(&pods(scope), scope.primary).await
+    let selector = format!("metadata.name={}", scope.primary);
+    let listed = pods(scope)
+        .list(&ListParams::default().fields(&selector))
+        .await
+        .map_err(|source| Error::Observe {
+            kind: "Pod".into(),
+            name: scope.primary.to_owned(),
+            source,
+        })?;
+    Ok(listed.items.into_iter().next())
 }
 
 fn pods(scope: &Scope<'_>) -> Api<Pod> {
