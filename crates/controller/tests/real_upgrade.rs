@@ -28,14 +28,23 @@ const ROWS: u32 = 5000;
 /// A client new enough for every server here.
 const CLIENT: &str = "postgres:18";
 
-async fn sql(env: &Env, statement: &str) -> Result<String, String> {
-    let script = format!(r#"psql "$URI" -v ON_ERROR_STOP=1 -tAc "{statement}""#);
-    let (ok, output) = run_client(env, "orders", CLIENT, &script).await;
+/// Runs `script` in a client Pod of `image`; its output, or why it failed.
+async fn client(env: &Env, image: &str, script: &str) -> Result<String, String> {
+    let (ok, output) = run_client(env, "orders", image, script).await;
     if ok {
         Ok(output.trim().to_owned())
     } else {
         Err(output)
     }
+}
+
+async fn sql(env: &Env, statement: &str) -> Result<String, String> {
+    client(
+        env,
+        CLIENT,
+        &format!(r#"psql "$URI" -v ON_ERROR_STOP=1 -tAc "{statement}""#),
+    )
+    .await
 }
 
 /// `<count> <sum of ids>` of the orders table.
@@ -268,13 +277,12 @@ async fn a_new_database_takes_the_retained_data_back(
 }
 
 async fn mysql(env: &Env, statement: &str) -> Result<String, String> {
-    let script = format!(r#"{MYSQL_FROM_URI}; sql "{statement}""#);
-    let (ok, output) = run_client(env, "orders", "mysql:9.7", &script).await;
-    if ok {
-        Ok(output.trim().to_owned())
-    } else {
-        Err(output)
-    }
+    client(
+        env,
+        "mysql:9.7",
+        &format!(r#"{MYSQL_FROM_URI}; sql "{statement}""#),
+    )
+    .await
 }
 
 #[tokio::test]

@@ -8,16 +8,17 @@ use kube::Api;
 
 use crate::exec::{self, ExecError};
 
-/// Runs the script on stdin as the superuser, with the application database as `:db`.
+/// Runs the script on stdin as the superuser, with the application database's name as
+/// the variable `db` (`:"db"` quotes it as an identifier, `:'db'` as a literal).
 const PSQL: &str = r#"export PGCONNECT_TIMEOUT=3; exec psql -U "$POSTGRES_USER" -d postgres -v ON_ERROR_STOP=1 -tAX -v db="$POSTGRES_DB" <<'SQL'"#;
 
-const HOLD: &str = r"ALTER DATABASE :db SET default_transaction_read_only = on;
+const HOLD: &str = r#"ALTER DATABASE :"db" SET default_transaction_read_only = on;
 SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
  WHERE datname = :'db' AND pid <> pg_backend_pid() AND usename <> current_user;
-SQL";
+SQL"#;
 
-const RELEASE: &str = r"ALTER DATABASE :db RESET default_transaction_read_only;
-SQL";
+const RELEASE: &str = r#"ALTER DATABASE :"db" RESET default_transaction_read_only;
+SQL"#;
 
 /// Makes new sessions of the application database read-only and ends the open ones.
 pub async fn hold(pods: &Api<Pod>, pod: &str) -> Result<(), ExecError> {

@@ -57,11 +57,7 @@ pub fn plan(db: &Database, observed: Option<&StatefulSet>, backup: &str) -> Plan
         return Plan::Settled;
     };
     let (in_place, from_directory, to_directory) = match change(db.spec.engine, running, wanted) {
-        Change::DumpAndRestore => (
-            false,
-            directory_of(set),
-            Some(directory_for(db.spec.engine, wanted.major)),
-        ),
+        Change::DumpAndRestore => (false, directory_of(set), Some(directory_for(wanted.major))),
         Change::InPlaceUpgrade => (true, None, None),
         Change::WithinSeries | Change::Refused(_) => return Plan::Settled,
     };
@@ -88,14 +84,7 @@ pub fn as_run<'a>(db: &'a Database, plan: &Plan, primary: &str) -> Cow<'a, Datab
     let Some(upgrade) = plan.status() else {
         return Cow::Borrowed(db);
     };
-    let (version, directory) = match upgrade.phase {
-        UpgradePhase::BackingUp | UpgradePhase::RolledBack => {
-            (&upgrade.from_version, upgrade.from_directory.as_ref())
-        }
-        UpgradePhase::Restoring | UpgradePhase::Switching | UpgradePhase::Succeeded => {
-            (&upgrade.to_version, upgrade.to_directory.as_ref())
-        }
-    };
+    let (version, directory) = served(upgrade);
     let mut shaped = db.clone();
     shaped.spec.version.clone_from(version);
     if upgrade.in_place {
@@ -117,6 +106,19 @@ pub fn as_run<'a>(db: &'a Database, plan: &Plan, primary: &str) -> Cow<'a, Datab
         }
     }
     Cow::Owned(shaped)
+}
+
+/// The version and data directory an upgrade's instances run at its phase: the old
+/// ones until the switch and after a rollback, the new ones from the switch on.
+fn served(upgrade: &UpgradeStatus) -> (&String, Option<&String>) {
+    match upgrade.phase {
+        UpgradePhase::BackingUp | UpgradePhase::RolledBack => {
+            (&upgrade.from_version, upgrade.from_directory.as_ref())
+        }
+        UpgradePhase::Restoring | UpgradePhase::Switching | UpgradePhase::Succeeded => {
+            (&upgrade.to_version, upgrade.to_directory.as_ref())
+        }
+    }
 }
 
 /// The upgrade that decides what `db` runs: one under way (it finishes, or rolls back,
@@ -141,13 +143,7 @@ pub fn backing_up(db: &Database) -> bool {
 /// `db` with the version its instances serve: the old one while an upgrade takes its
 /// backup or after it rolled back, the new one while it restores.
 pub fn as_served(db: &Database) -> Cow<'_, Database> {
-    let served = recorded(db).map(|u| match u.phase {
-        UpgradePhase::BackingUp | UpgradePhase::RolledBack => &u.from_version,
-        UpgradePhase::Restoring | UpgradePhase::Switching | UpgradePhase::Succeeded => {
-            &u.to_version
-        }
-    });
-    match served {
+    match recorded(db).map(|u| served(u).0) {
         Some(version) => {
             let mut shaped = db.clone();
             shaped.spec.version.clone_from(version);
@@ -172,13 +168,14 @@ pub fn directory_of(set: &StatefulSet) -> Option<String> {
     })
 }
 
-/// The directory an upgraded major keeps its data in, beside the ones before it: the
-/// image's own from postgres 18 on (the volume is mounted one level up from there),
+/// The directory an upgraded postgres major keeps its data in, beside the ones before
+/// it: the image's own from 18 on (the volume is mounted one level up from there),
 /// `pgdata-<major>` under the older images' mount.
-pub fn directory_for(engine: Engine, major: u32) -> String {
-    match engine {
-        Engine::Postgres if major >= 18 => default_directory(major),
-        _ => format!("/var/lib/postgresql/data/pgdata-{major}"),
+pub fn directory_for(major: u32) -> String {
+    if major >= 18 {
+        default_directory(major)
+    } else {
+        format!("/var/lib/postgresql/data/pgdata-{major}")
     }
 }
 
