@@ -5,7 +5,14 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    Affinity, ResourceRequirements, Toleration, TopologySpreadConstraint,
+};
+
 use crate::backup::{BackupSchedule, BackupsStatus, RestoreSource};
+use crate::exposure::{ClientService, PodMetadata};
 use crate::replication::{InstanceStatus, Replication};
 
 /// Replicas when the user gives none; the CRD schema carries it so the API server applies it.
@@ -71,10 +78,16 @@ pub const MAX_REPLICAS: i32 = 5;
     selectable = ".spec.engine"
 )]
 #[serde(rename_all = "camelCase")]
-#[schemars(extend("x-kubernetes-validations" = [{
-    "rule": "has(self.restoreFrom) == has(oldSelf.restoreFrom)",
-    "message": "restoreFrom is given only when a Database is created",
-}]))]
+#[schemars(extend("x-kubernetes-validations" = [
+    {
+        "rule": "has(self.restoreFrom) == has(oldSelf.restoreFrom)",
+        "message": "restoreFrom is given only when a Database is created",
+    },
+    {
+        "rule": "has(self.storageClassName) == has(oldSelf.storageClassName) && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)",
+        "message": "storageClassName is immutable: a StatefulSet's volumes keep the class they were created with",
+    },
+]))]
 pub struct DatabaseSpec {
     /// Database engine. Immutable once created.
     #[schemars(extend("x-kubernetes-validations" = [{"rule": "self == oldSelf", "message": "engine is immutable"}]))]
@@ -117,6 +130,58 @@ pub struct DatabaseSpec {
         {"rule": "has(self.backup) != has(self.location)", "message": "name exactly one source: backup or location"},
     ]))]
     pub restore_from: Option<RestoreSource>,
+
+    /// Compute resources of each instance's database container, in the Kubernetes shape.
+    /// When absent: requests of 250m CPU and 512Mi memory and a 1Gi memory limit. With a
+    /// memory limit the engine's memory settings follow it (postgres `shared_buffers`
+    /// and `effective_cache_size`, mysql `innodb_buffer_pool_size`, mongodb's
+    /// WiredTiger cache) unless `parameters` sets them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+
+    /// The StorageClass of the instances' volumes; the cluster's default when absent.
+    /// Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_class_name: Option<String>,
+
+    /// Nodes the instances may run on, by label.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_selector: Option<BTreeMap<String, String>>,
+
+    /// Taints the instances tolerate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tolerations: Option<Vec<Toleration>>,
+
+    /// Node and Pod affinity. When set it replaces the default, which prefers to put
+    /// each instance on a different node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<Affinity>,
+
+    /// How the instances spread across zones, nodes or other topology domains.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology_spread_constraints: Option<Vec<TopologySpreadConstraint>>,
+
+    /// The PriorityClass of the instances' Pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_class_name: Option<String>,
+
+    /// Labels and annotations added to the instances' Pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_metadata: Option<PodMetadata>,
+
+    /// Engine settings, written into the engine's configuration file: postgres
+    /// `postgresql.conf` names (`work_mem`), mysql option names (`max_connections`),
+    /// mongodb `mongod.conf` paths (`setParameter.cursorTimeoutMillis`). Only the
+    /// settings in the operator's table for the engine are accepted; those the operator
+    /// owns (ports, paths, replication, authentication, TLS) are refused. A change
+    /// restarts the instances one at a time only when the engine needs a restart for
+    /// it, and is applied to the running servers otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parameters: Option<BTreeMap<String, String>>,
+
+    /// The client Service (`<name>-rw`): its type and annotations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<ClientService>,
 }
 
 fn default_replicas() -> i32 {
@@ -222,6 +287,11 @@ pub struct DatabaseStatus {
     /// The schedule's last and next backups.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backups: Option<BackupsStatus>,
+    /// The revision of the engine settings (`spec.parameters` and those that follow the
+    /// memory limit) every instance runs with; it trails a change until each instance
+    /// has restarted with it or applied it in place.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parameters_revision: Option<String>,
     /// The last major-version upgrade by dump and restore.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upgrade: Option<crate::upgrade::UpgradeStatus>,

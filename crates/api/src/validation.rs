@@ -6,6 +6,9 @@
 //! is installed.
 
 mod backup;
+mod names;
+mod parameters;
+mod pods;
 mod update;
 
 use std::fmt;
@@ -17,6 +20,7 @@ use crate::versions::{self, Version};
 use crate::{Database, DatabaseSpec, Engine, MAX_REPLICAS, MIN_REPLICAS};
 
 pub use backup::check_destination;
+pub use names::{is_dns_subdomain, label_value_problem, qualified_name_problem};
 pub use update::validate_update;
 
 /// Longest Database name. The StatefulSet's Pods carry the label
@@ -107,6 +111,8 @@ pub fn validate(db: &Database, limits: &Limits) -> Outcome {
     check_replicas(&db.spec, &mut outcome);
     backup::check_backup(&db.spec, &mut outcome);
     backup::check_restore(&db.spec, &mut outcome);
+    pods::check(&db.spec, &mut outcome);
+    parameters::check(&db.spec, &mut outcome);
     outcome
 }
 
@@ -219,5 +225,7 @@ pub fn replica_warnings(replicas: i32, engine: Option<Engine>) -> Vec<String> {
     warnings
 }
 
+#[cfg(test)]
+mod spec_tests;
 #[cfg(test)]
 mod tests;

@@ -15,6 +15,16 @@ pub fn validate_update(old: &Database, new: &Database, limits: &Limits) -> Outco
     check_engine(old, new, &mut outcome);
     check_storage(old, new, &mut outcome);
     check_version(old, new, &mut outcome);
+    if old.spec.storage_class_name != new.spec.storage_class_name {
+        outcome.error(
+            "spec.storageClassName",
+            format!(
+                "is immutable: it was {} and cannot become {} (a StatefulSet's volumes keep the class they were created with)",
+                class_name(old.spec.storage_class_name.as_deref()),
+                class_name(new.spec.storage_class_name.as_deref())
+            ),
+        );
+    }
     if old.spec.restore_from != new.spec.restore_from {
         outcome.error(
             "spec.restoreFrom",
@@ -90,4 +100,9 @@ fn check_version(old: &Database, new: &Database, outcome: &mut Outcome) {
             old.spec.version, new.spec.version, new.spec.version, old.spec.version
         )),
     }
+}
+
+/// A storage class as messages name it.
+fn class_name(name: Option<&str>) -> String {
+    name.map_or_else(|| "the cluster's default".to_owned(), |n| format!("{n:?}"))
 }

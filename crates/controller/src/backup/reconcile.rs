@@ -35,7 +35,7 @@ const DELETE_RETRY: Duration = Duration::from_secs(60);
 
 /// One pass over a DatabaseBackup.
 pub async fn reconcile(backup: Arc<DatabaseBackup>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let result = reconcile_inner(&backup, &ctx).await;
+    let result = Box::pin(reconcile_inner(&backup, &ctx)).await;
     if result.is_ok() {
         ctx.backoff.reset(&backoff_key(&backup));
     }

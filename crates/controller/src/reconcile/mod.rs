@@ -8,6 +8,7 @@ pub mod finalizer;
 pub mod layout;
 pub mod ownership;
 pub mod preflight;
+pub mod settings;
 pub mod status;
 pub mod storage;
 pub mod version;
@@ -40,14 +41,16 @@ use crate::metrics::ResultLabels;
 use crate::replication;
 use crate::resources::configmap::{build_init_configmap, build_topology_configmap};
 use crate::resources::credentials::{Credentials, Layout};
+use crate::resources::engine_config::build_config_configmap;
 use crate::resources::meta::{
-    PRIMARY, REPLICA, connection_secret_name, credentials_secret_name, init_configmap_name,
-    ro_service_name, rw_service_name, topology_configmap_name,
+    PRIMARY, REPLICA, config_configmap_name, connection_secret_name, credentials_secret_name,
+    init_configmap_name, ro_service_name, rw_service_name, topology_configmap_name,
 };
 use crate::resources::pdb::build_pdb;
 use crate::resources::secret::{build_connection_secret, build_credentials_secret};
 use crate::resources::service::{build_role_service, build_service};
 use crate::resources::statefulset::build_statefulset;
+use crate::resources::statefulset::data_directory;
 use crate::upgrade;
 
 /// How soon to look again at a Database that is not Ready yet. Owned-object events
@@ -184,6 +187,7 @@ pub(crate) struct Observed {
     pub(crate) budget: Option<PodDisruptionBudget>,
     pub(crate) init: Option<ConfigMap>,
     pub(crate) topology: Option<ConfigMap>,
+    pub(crate) config: Option<ConfigMap>,
     pub(crate) rw: Option<Service>,
     pub(crate) ro: Option<Service>,
 }
@@ -214,17 +218,20 @@ impl OwnedApis {
             (credentials_secret_name(db), connection_secret_name(db));
         let (init_name, topology_name) = (init_configmap_name(db), topology_configmap_name(db));
         let (primary_service, replica_service) = (rw_service_name(db), ro_service_name(db));
-        let (statefulset, service, credentials, connection, budget, init, topology, rw, ro) = tokio::try_join!(
-            get_opt(&self.sets, &name),
-            get_opt(&self.services, &name),
-            get_opt(&self.secrets, &credentials_name),
-            get_opt(&self.secrets, &connection_name),
-            get_opt(&self.budgets, &name),
-            get_opt(&self.configmaps, &init_name),
-            get_opt(&self.configmaps, &topology_name),
-            get_opt(&self.services, &primary_service),
-            get_opt(&self.services, &replica_service),
-        )?;
+        let config_name = config_configmap_name(db);
+        let (statefulset, service, credentials, connection, budget, init, topology, config, rw, ro) =
+            tokio::try_join!(
+                get_opt(&self.sets, &name),
+                get_opt(&self.services, &name),
+                get_opt(&self.secrets, &credentials_name),
+                get_opt(&self.secrets, &connection_name),
+                get_opt(&self.budgets, &name),
+                get_opt(&self.configmaps, &init_name),
+                get_opt(&self.configmaps, &topology_name),
+                get_opt(&self.configmaps, &config_name),
+                get_opt(&self.services, &primary_service),
+                get_opt(&self.services, &replica_service),
+            )?;
         Ok(Observed {
             statefulset,
             service,
@@ -233,6 +240,7 @@ impl OwnedApis {
             budget,
             init,
             topology,
+            config,
             rw,
             ro,
         })
@@ -253,7 +261,7 @@ async fn apply_owned(
     let apis = OwnedApis::new(&ctx.client, namespace);
     // Read even on a Database's first pass: an object of its name may already exist,
     // and one it does not control is never written (see `conflicts`).
-    let mut observed = apis.observe(db).await?;
+    let mut observed = Box::pin(apis.observe(db)).await?;
     if let Some(stop) = preflight::check(databases, &apis.secrets, db, &mut observed).await? {
         return stopped(ctx, databases, db, &observed, stop, first_pass, now).await;
     }
@@ -285,17 +293,21 @@ async fn apply_owned(
         observed.statefulset.as_ref(),
         &upgrade::backup_name(&db.name_any(), &db.spec.version, &stamp(now)),
     );
+    let as_run = upgrade::as_run(db, &upgrade_plan, &named);
     let desired_set = build_statefulset(
-        &keeping_the_primary(
-            &upgrade::as_run(db, &upgrade_plan, &named),
-            replicated,
-            &named,
-            span,
-        ),
+        &keeping_the_primary(&as_run, replicated, &named, span),
         &ctx.settings.build,
         &template_storage,
         layout,
     );
+    // The configuration file is in place before a template that mounts it rolls out.
+    let configured = apply_config(
+        ctx,
+        apis.configmaps.clone(),
+        &as_run,
+        observed.config.as_ref(),
+    )
+    .await?;
     // The StatefulSet goes out first, on its own: it is what the StatefulSet controller
     // is waiting for, and it is the costliest write. Sharing the API server with the
     // other writes made it take twice as long on a small control plane. The finalizer
@@ -304,6 +316,7 @@ async fn apply_owned(
     // deletion policy) says, which is what the finalizer would have done.
     let (set, set_applied) = apply(&apis.sets, &desired_set, observed.statefulset.as_ref()).await?;
     record(ctx, set_applied);
+    drop_stale_config(&apis.configmaps, db, observed.config.as_ref(), configured).await?;
     Box::pin(apply_the_rest(
         ctx, databases, db, &apis, &observed, layout, &named, first_pass,
     ))
@@ -321,7 +334,11 @@ async fn apply_owned(
     let (restore, backups) =
         backups_and_restore(ctx, db, namespace, report.primary.is_some()).await?;
     let upgraded = upgrade_step(ctx, db, namespace, &named, now, upgrade_plan).await?;
-    let requeue = soonest(&report, &backups, restore.as_ref(), upgraded.requeue);
+    let settings_step = settings_pass(ctx, db, namespace, &set).await?;
+    let requeue = soonest(&report, &backups, restore.as_ref(), upgraded.requeue)
+        .into_iter()
+        .chain(settings_step.requeue)
+        .min();
     let facts = Facts {
         replication: Some(report),
         restore,
@@ -330,6 +347,7 @@ async fn apply_owned(
             .degraded
             .or_else(|| rolled_back(upgraded.status.as_ref())),
         upgrade: upgraded.status,
+        parameters_applied: settings_step.applied,
         ..facts
     };
     write_status(ctx, databases, db, Some(&set), &facts, now).await?;
@@ -368,6 +386,65 @@ async fn upgrade_step(
     let step = upgrade::run::run(&scope, plan).await?;
     for (type_, reason, note) in &step.events {
         publish(ctx, db, *type_, reason, note.clone()).await;
+    }
+    Ok(step)
+}
+
+/// Applies the engine's configuration file when the Database has settings; whether it has.
+async fn apply_config(
+    ctx: &Context,
+    configmaps: Api<ConfigMap>,
+    db: &Database,
+    observed: Option<&ConfigMap>,
+) -> Result<bool, Error> {
+    let Some(desired) = build_config_configmap(db, data_directory(db).as_deref()) else {
+        return Ok(false);
+    };
+    record(ctx, apply(&configmaps, &desired, observed).await?.1);
+    Ok(true)
+}
+
+/// Deletes the configuration file's ConfigMap once the Database has no settings, and
+/// only when it is this Database's.
+async fn drop_stale_config(
+    configmaps: &Api<ConfigMap>,
+    db: &Database,
+    observed: Option<&ConfigMap>,
+    configured: bool,
+) -> Result<(), Error> {
+    if !configured && observed.is_some_and(|c| conflicts::is_controlled_by(&c.metadata, db)) {
+        delete_if_present(configmaps, &config_configmap_name(db)).await?;
+    }
+    Ok(())
+}
+
+/// The settings pass, with an event once every instance runs with a new revision.
+async fn settings_pass(
+    ctx: &Context,
+    db: &Database,
+    namespace: &str,
+    set: &StatefulSet,
+) -> Result<settings::Step, Error> {
+    let step = settings::apply(&ctx.client, db, namespace, set).await?;
+    if let Some(revision) = &step.applied {
+        let names: Vec<String> = db
+            .spec
+            .parameters
+            .iter()
+            .flatten()
+            .map(|(k, _)| k.clone())
+            .collect();
+        let note = if names.is_empty() {
+            format!(
+                "every instance runs with settings revision {revision} (the memory settings of the memory limit)"
+            )
+        } else {
+            format!(
+                "every instance runs with settings revision {revision} ({})",
+                names.join(", ")
+            )
+        };
+        publish(ctx, db, EventType::Normal, "ParametersApplied", note).await;
     }
     Ok(step)
 }

@@ -51,6 +51,9 @@ pub(crate) async fn check(
     );
     let init =
         super::init_scripts(db, layout).and_then(|_| observed.init.as_ref().map(|c| &c.metadata));
+    // A ConfigMap of the config's name is only in the way when there is a file to write.
+    let config = crate::resources::engine_config::effective(db)
+        .and(observed.config.as_ref().map(|c| &c.metadata));
     let in_the_way = conflicts::first_conflict(
         db,
         [
@@ -71,6 +74,7 @@ pub(crate) async fn check(
             ("PodDisruptionBudget", budget),
             ("ConfigMap", init),
             ("ConfigMap", observed.topology.as_ref().map(|o| &o.metadata)),
+            ("ConfigMap", config),
             ("Service", observed.rw.as_ref().map(|o| &o.metadata)),
             ("Service", observed.ro.as_ref().map(|o| &o.metadata)),
         ],

@@ -37,6 +37,8 @@ pub struct Facts {
     pub backups: Option<crate::backup::schedule::Plan>,
     /// The major upgrade this pass recorded, if one is under way or just ended.
     pub upgrade: Option<database_api::upgrade::UpgradeStatus>,
+    /// The settings revision every instance took this pass.
+    pub parameters_applied: Option<String>,
 }
 
 /// Replica counts read from the StatefulSet.
@@ -166,6 +168,12 @@ pub fn compute(
             None => previous.backups.clone(),
         },
         upgrade: facts.upgrade.clone().or(previous.upgrade),
+        parameters_revision: crate::resources::engine_config::effective(db).and(
+            facts
+                .parameters_applied
+                .clone()
+                .or(previous.parameters_revision),
+        ),
     }
 }
 

@@ -9,7 +9,7 @@
 //! cut short is finished by the next.
 
 mod gtid;
-mod mongodb;
+pub(crate) mod mongodb;
 mod mysql;
 pub mod outage;
 pub mod plan;

@@ -86,7 +86,7 @@ fn pod_of(host: &str) -> Option<String> {
 }
 
 /// Runs a script as the administrator; its output.
-async fn shell(
+pub(crate) async fn shell(
     pods: &Api<Pod>,
     pod: &str,
     script: &str,

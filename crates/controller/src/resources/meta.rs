@@ -94,6 +94,11 @@ pub fn init_configmap_name(db: &Database) -> String {
     format!("{}-init", db.name_any())
 }
 
+/// Name of the ConfigMap of the engine's configuration file.
+pub fn config_configmap_name(db: &Database) -> String {
+    format!("{}-config", db.name_any())
+}
+
 /// Name of the Secret applications mount to connect.
 pub fn connection_secret_name(db: &Database) -> String {
     format!("{}-connection", db.name_any())

@@ -3,6 +3,7 @@
 
 pub mod configmap;
 pub mod credentials;
+pub mod engine_config;
 pub mod env;
 pub mod meta;
 pub mod pdb;
@@ -48,6 +49,16 @@ pub(crate) mod fixtures {
                 deletion_policy: DeletionPolicy::Retain,
                 backup: None,
                 restore_from: None,
+                resources: None,
+                storage_class_name: None,
+                node_selector: None,
+                tolerations: None,
+                affinity: None,
+                topology_spread_constraints: None,
+                priority_class_name: None,
+                pod_metadata: None,
+                parameters: None,
+                service: None,
                 replication: database_api::replication::Replication::default(),
             },
         );

@@ -36,9 +36,16 @@ pub fn build_role_service(db: &Database, role: &str) -> Service {
     };
     let mut selector = selector_labels(db);
     selector.insert(ROLE_LABEL.to_owned(), role.to_owned());
+    // The client Service is the one the connection Secret names: `spec.service` shapes it.
+    let client = db.spec.service.clone().filter(|_| role == PRIMARY);
+    let mut metadata = object_meta(db, name);
+    if let Some(client) = &client {
+        metadata.annotations = (!client.annotations.is_empty()).then(|| client.annotations.clone());
+    }
     Service {
-        metadata: object_meta(db, name),
+        metadata,
         spec: Some(ServiceSpec {
+            type_: client.map(|c| c.type_.as_str().to_owned()),
             selector: Some(selector),
             ports: Some(ports(db)),
             ..ServiceSpec::default()
@@ -95,5 +102,26 @@ mod tests {
             assert_eq!(selector[ROLE_LABEL], role);
             assert_eq!(selector["app.kubernetes.io/instance"], "orders");
         }
+    }
+
+    #[test]
+    fn the_client_service_takes_the_type_and_annotations_the_replicas_one_does_not() {
+        let mut db = database(Engine::Postgres, "17", 3);
+        db.spec.service = Some(database_api::exposure::ClientService {
+            type_: database_api::exposure::ServiceType::LoadBalancer,
+            annotations: [("example.com/lb".to_owned(), "internal".to_owned())].into(),
+        });
+        let rw = build_role_service(&db, PRIMARY);
+        assert_eq!(
+            rw.spec.expect("spec").type_.as_deref(),
+            Some("LoadBalancer")
+        );
+        assert_eq!(
+            rw.metadata.annotations.expect("annotations")["example.com/lb"],
+            "internal"
+        );
+        let ro = build_role_service(&db, REPLICA);
+        assert_eq!(ro.spec.expect("spec").type_, None);
+        assert_eq!(ro.metadata.annotations, None);
     }
 }

@@ -21,6 +21,7 @@ use kube::ResourceExt;
 
 use super::BuildConfig;
 use super::credentials::Layout;
+use super::engine_config;
 use super::env::credential_env;
 use super::meta::{init_configmap_name, labels, object_meta, selector_labels};
 use super::replication_init;
@@ -59,10 +60,7 @@ pub fn build_statefulset(
                 },
             ),
             template: PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(labels(db)),
-                    ..ObjectMeta::default()
-                }),
+                metadata: Some(pod_metadata(db)),
                 spec: Some(pod_spec(db, engine, config, credentials)),
             },
             volume_claim_templates: Some(vec![PersistentVolumeClaim {
@@ -73,6 +71,7 @@ pub fn build_statefulset(
                 },
                 spec: Some(PersistentVolumeClaimSpec {
                     access_modes: Some(vec!["ReadWriteOnce".to_owned()]),
+                    storage_class_name: db.spec.storage_class_name.clone(),
                     resources: Some(VolumeResourceRequirements {
                         requests: Some(BTreeMap::from([(
                             "storage".to_owned(),
@@ -164,11 +163,21 @@ fn pod_spec(
         volumes.extend(replication_init::volumes(db));
     }
     let mut env = credential_env(db, engine, credentials);
-    let mut args: Vec<String> = if keeps_mysql_data_at_volume_root(db) {
-        Vec::new()
+    // The configuration file's arguments go first: mysql reads its option only there.
+    let configured = engine_config::effective(db).is_some();
+    let mut args: Vec<String> = if configured {
+        engine_config::server_args(db.spec.engine)
     } else {
-        layout.args.iter().map(|a| (*a).to_owned()).collect()
+        Vec::new()
     };
+    if configured {
+        let (volume, mount) = engine_config::volume(db);
+        volumes.push(volume);
+        mounts.push(mount);
+    }
+    if !keeps_mysql_data_at_volume_root(db) {
+        args.extend(layout.args.iter().map(|a| (*a).to_owned()));
+    }
     if replicated {
         args.extend(engine.replication_args.iter().map(|a| (*a).to_owned()));
     }
@@ -205,11 +214,10 @@ fn pod_spec(
             }),
             ..PodSecurityContext::default()
         }),
-        affinity: Some(spread_across_nodes(db)),
         init_containers: replicated.then(|| vec![replication_init::container(db, &database)]),
         containers: vec![database],
         volumes: Some(volumes),
-        ..PodSpec::default()
+        ..scheduling(db)
     }
 }
 
@@ -275,19 +283,7 @@ fn container(
             failure_threshold: Some(60),
             ..Probe::default()
         }),
-        resources: Some(ResourceRequirements {
-            requests: Some(BTreeMap::from([
-                ("cpu".to_owned(), Quantity("250m".to_owned())),
-                ("memory".to_owned(), Quantity("512Mi".to_owned())),
-            ])),
-            // Memory is limited so one database cannot starve a node; CPU is not,
-            // so a busy database is never throttled while the node is idle.
-            limits: Some(BTreeMap::from([(
-                "memory".to_owned(),
-                Quantity("1Gi".to_owned()),
-            )])),
-            ..ResourceRequirements::default()
-        }),
+        resources: Some(db.spec.resources.clone().unwrap_or_else(default_resources)),
         security_context: Some(SecurityContext {
             allow_privilege_escalation: Some(false),
             privileged: Some(false),
@@ -304,6 +300,77 @@ fn container(
             ..SecurityContext::default()
         }),
         ..Container::default()
+    }
+}
+
+/// Where the Pods may run: the spec's scheduling fields, and the default soft
+/// anti-affinity unless the spec gives an affinity of its own.
+fn scheduling(db: &Database) -> PodSpec {
+    PodSpec {
+        affinity: Some(
+            db.spec
+                .affinity
+                .clone()
+                .unwrap_or_else(|| spread_across_nodes(db)),
+        ),
+        node_selector: db.spec.node_selector.clone(),
+        tolerations: db.spec.tolerations.clone(),
+        topology_spread_constraints: db.spec.topology_spread_constraints.clone(),
+        priority_class_name: db.spec.priority_class_name.clone(),
+        ..PodSpec::default()
+    }
+}
+
+/// The resources of a Database that gives none. Memory is limited so one database
+/// cannot starve a node; CPU is not, so a busy database is never throttled while the
+/// node is idle.
+fn default_resources() -> ResourceRequirements {
+    ResourceRequirements {
+        requests: Some(BTreeMap::from([
+            ("cpu".to_owned(), Quantity("250m".to_owned())),
+            ("memory".to_owned(), Quantity("512Mi".to_owned())),
+        ])),
+        limits: Some(BTreeMap::from([(
+            "memory".to_owned(),
+            Quantity("1Gi".to_owned()),
+        )])),
+        ..ResourceRequirements::default()
+    }
+}
+
+/// The Pod template's labels and annotations: the user's, then the operator's (which
+/// validation keeps the user from giving), and the fingerprint of the settings that
+/// need a restart.
+fn pod_metadata(db: &Database) -> ObjectMeta {
+    let user = db.spec.pod_metadata.clone().unwrap_or_default();
+    let mut pod_labels = user.labels;
+    pod_labels.extend(labels(db));
+    let mut annotations = user.annotations;
+    if let Some(settings) = engine_config::effective(db) {
+        annotations.insert(
+            engine_config::RESTART_ANNOTATION.to_owned(),
+            engine_config::restart_revision(db.spec.engine, &settings),
+        );
+    }
+    ObjectMeta {
+        labels: Some(pod_labels),
+        annotations: (!annotations.is_empty()).then_some(annotations),
+        ..ObjectMeta::default()
+    }
+}
+
+/// The data directory postgres runs with (its `PGDATA`), which the configuration file
+/// includes the initdb-written `postgresql.conf` from.
+pub fn data_directory(db: &Database) -> Option<String> {
+    if db.spec.engine != database_api::Engine::Postgres {
+        return None;
+    }
+    if let Some(directory) = crate::upgrade::recorded_directory(db) {
+        return Some(directory.to_owned());
+    }
+    match data_layout(db.spec.engine, &db.spec.version).env {
+        Some((_, directory)) => Some(directory.to_owned()),
+        None => crate::engine::major(&db.spec.version).map(crate::upgrade::directory_for),
     }
 }
 
@@ -628,6 +695,162 @@ mod tests {
         assert_eq!(
             container(&set).image.as_deref(),
             Some("mirror.local/library/mongo:7.0")
+        );
+    }
+
+    fn with(db: &mut Database, spec: &serde_json::Value) {
+        let mut value = serde_json::to_value(&db.spec).expect("spec");
+        for (key, field) in spec.as_object().expect("object") {
+            value[key] = field.clone();
+        }
+        db.spec = serde_json::from_value(value).expect("spec");
+    }
+
+    fn pod(set: &StatefulSet) -> &PodSpec {
+        set.spec
+            .as_ref()
+            .expect("spec")
+            .template
+            .spec
+            .as_ref()
+            .expect("pod")
+    }
+
+    #[test]
+    fn every_production_field_reaches_the_statefulset() {
+        let mut db = database(Engine::Mysql, "8.4", 3);
+        with(
+            &mut db,
+            &serde_json::json!({
+                "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"memory": "2Gi"}},
+                "storageClassName": "fast-ssd",
+                "nodeSelector": {"disktype": "ssd"},
+                "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "db", "effect": "NoSchedule"}],
+                "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]}}},
+                "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"}],
+                "priorityClassName": "databases",
+                "podMetadata": {"labels": {"team": "payments"}, "annotations": {"example.com/scrape": "true"}},
+                "parameters": {"max_connections": "300"},
+            }),
+        );
+        let set = build_statefulset(&db, &BuildConfig::default(), "10Gi", Layout::SeparateAdmin);
+        let spec = set.spec.as_ref().expect("spec");
+        let claim = &spec.volume_claim_templates.as_ref().expect("claims")[0];
+        assert_eq!(
+            claim
+                .spec
+                .as_ref()
+                .expect("claim")
+                .storage_class_name
+                .as_deref(),
+            Some("fast-ssd")
+        );
+        let pod = pod(&set);
+        assert_eq!(
+            pod.node_selector.as_ref().expect("selector")["disktype"],
+            "ssd"
+        );
+        assert_eq!(
+            pod.tolerations.as_ref().expect("tolerations")[0]
+                .value
+                .as_deref(),
+            Some("db")
+        );
+        let affinity = pod.affinity.as_ref().expect("affinity");
+        assert!(affinity.node_affinity.is_some());
+        assert!(
+            affinity.pod_anti_affinity.is_none(),
+            "the user's affinity replaces the default"
+        );
+        assert_eq!(
+            pod.topology_spread_constraints.as_ref().expect("spread")[0].max_skew,
+            1
+        );
+        assert_eq!(pod.priority_class_name.as_deref(), Some("databases"));
+        let limits = container(&set)
+            .resources
+            .as_ref()
+            .expect("resources")
+            .limits
+            .as_ref()
+            .expect("limits");
+        assert_eq!(limits["memory"].0, "2Gi");
+        let metadata = spec.template.metadata.as_ref().expect("metadata");
+        let labels = metadata.labels.as_ref().expect("labels");
+        assert_eq!(labels["team"], "payments");
+        assert_eq!(labels["app.kubernetes.io/instance"], "orders");
+        let annotations = metadata.annotations.as_ref().expect("annotations");
+        assert_eq!(annotations["example.com/scrape"], "true");
+        assert!(annotations.contains_key(engine_config::RESTART_ANNOTATION));
+        let args = container(&set).args.clone().expect("args");
+        assert_eq!(
+            args[..2],
+            [
+                "--defaults-extra-file=/etc/database/config/my.cnf".to_owned(),
+                crate::engine::MYSQL_DATADIR_ARG.to_owned()
+            ]
+        );
+        assert_eq!(
+            mount_path(&set, "engine-config").as_deref(),
+            Some("/etc/database/config")
+        );
+    }
+
+    #[test]
+    fn without_settings_nothing_is_mounted_and_the_defaults_hold() {
+        let set = build_statefulset(
+            &database(Engine::Postgres, "17", 1),
+            &BuildConfig::default(),
+            "10Gi",
+            Layout::SeparateAdmin,
+        );
+        assert_eq!(mount_path(&set, "engine-config"), None);
+        assert_eq!(container(&set).args, None);
+        let resources = container(&set).resources.clone().expect("resources");
+        assert_eq!(resources.limits.expect("limits")["memory"].0, "1Gi");
+        assert_eq!(resources.requests.expect("requests")["cpu"].0, "250m");
+        assert!(
+            pod(&set)
+                .affinity
+                .as_ref()
+                .expect("affinity")
+                .pod_anti_affinity
+                .is_some()
+        );
+        assert_eq!(
+            set.spec
+                .as_ref()
+                .expect("spec")
+                .template
+                .metadata
+                .as_ref()
+                .expect("meta")
+                .annotations,
+            None
+        );
+    }
+
+    #[test]
+    fn postgres_reads_its_file_through_config_file_and_includes_its_data_directory() {
+        let mut db = database(Engine::Postgres, "16.4", 1);
+        with(
+            &mut db,
+            &serde_json::json!({"parameters": {"work_mem": "8MB"}}),
+        );
+        let set = build_statefulset(&db, &BuildConfig::default(), "10Gi", Layout::SeparateAdmin);
+        assert_eq!(
+            container(&set).args.clone().expect("args"),
+            ["-c", "config_file=/etc/database/config/postgresql.conf"]
+        );
+        assert_eq!(
+            data_directory(&db).as_deref(),
+            Some("/var/lib/postgresql/data/pgdata")
+        );
+        let eighteen = database(Engine::Postgres, "18.1", 1);
+        assert_eq!(
+            data_directory(&eighteen).as_deref(),
+            Some("/var/lib/postgresql/18/docker")
         );
     }
 }

@@ -1,0 +1,39 @@
+//! Rules for `spec.parameters`: every name in the engine's table and not owned by the
+//! operator, every value one safe line, and no setting given twice under two spellings.
+
+use std::collections::BTreeMap;
+
+use super::Outcome;
+use crate::DatabaseSpec;
+use crate::parameters::{Refusal, canonical, lookup, value_problem};
+
+pub(super) fn check(spec: &DatabaseSpec, outcome: &mut Outcome) {
+    let Some(parameters) = &spec.parameters else {
+        return;
+    };
+    let engine = spec.engine;
+    let mut spellings: BTreeMap<String, &str> = BTreeMap::new();
+    for (name, value) in parameters {
+        let path = format!("spec.parameters.{name}");
+        match lookup(engine, name) {
+            Err(Refusal::Owned(why)) => outcome.error(
+                &path,
+                format!("is set by the operator ({why}) and cannot be given"),
+            ),
+            Err(Refusal::Unknown) => outcome.error(
+                &path,
+                format!("is not among the {engine} settings the operator accepts (the README lists them)"),
+            ),
+            Ok(_) => {}
+        }
+        if let Some(problem) = value_problem(engine, value) {
+            outcome.error(&path, format!("the value {problem}"));
+        }
+        if let Some(other) = spellings.insert(canonical(engine, name), name) {
+            outcome.error(
+                &path,
+                format!("is the same setting as spec.parameters.{other}; give it once"),
+            );
+        }
+    }
+}
