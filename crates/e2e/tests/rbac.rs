@@ -13,7 +13,7 @@ use database_controller::cli::Cli;
 use e2e::{OPERATOR_NAMESPACE, of_kind, render_default, service_account_kubeconfig};
 use futures::FutureExt;
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Secret, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
@@ -508,20 +508,44 @@ async fn grow_scale_and_delete(client: &Client, dbs: &Api<Database>) {
         },
     )
     .await;
+    // Scale back to one with engine settings: the configuration ConfigMap is written and
+    // the setting applied in the running server; without settings the ConfigMap goes.
     dbs.patch(
         "rbac",
         &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"replicas": 1}})),
+        &Patch::Merge(json!({"spec": {"replicas": 1, "parameters": {"work_mem": "8MB"}}})),
     )
     .await
     .expect("scaled");
     wait(
-        "Running with 1 replica",
-        Duration::from_secs(180),
+        "Running with 1 replica and the settings applied",
+        Duration::from_secs(240),
         || async {
             let db = dbs.get_opt("rbac").await.ok().flatten();
-            db.and_then(|d| d.status)
-                .is_some_and(|s| s.phase == Phase::Running && s.replicas == 1)
+            db.and_then(|d| d.status).is_some_and(|s| {
+                s.phase == Phase::Running && s.replicas == 1 && s.parameters_revision.is_some()
+            })
+        },
+    )
+    .await;
+    dbs.patch(
+        "rbac",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"parameters": null}})),
+    )
+    .await
+    .expect("settings removed");
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    wait(
+        "the settings ConfigMap deleted",
+        Duration::from_secs(60),
+        || async {
+            configmaps
+                .get_opt("rbac-config")
+                .await
+                .ok()
+                .flatten()
+                .is_none()
         },
     )
     .await;

@@ -1,0 +1,300 @@
+//! The production fields against a real API server: each reaches the StatefulSet, the
+//! client Service or the configuration ConfigMap as documented, a hand edit of what
+//! the operator set is reverted, and bad values are refused naming the field.
+
+mod common;
+
+use common::{Env, WAIT, eventually};
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use serde_json::json;
+use testenv::Options;
+
+async fn wait_for<K>(api: &Api<K>, name: &str) -> K
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    eventually(WAIT, name, || async {
+        api.get_opt(name).await.ok().flatten()
+    })
+    .await
+}
+
+fn production_spec() -> serde_json::Value {
+    json!({
+        "engine": "postgres", "version": "17", "storage": "1Gi", "replicas": 2,
+        "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "2Gi"}},
+        "storageClassName": "fast-ssd",
+        "nodeSelector": {"disktype": "ssd"},
+        "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "db", "effect": "NoSchedule"}],
+        "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway"}],
+        "priorityClassName": "system-cluster-critical",
+        "podMetadata": {"labels": {"team": "payments"}, "annotations": {"example.com/scrape": "true"}},
+        "parameters": {"work_mem": "16MB", "max_connections": "150"},
+        "service": {"type": "NodePort", "annotations": {"example.com/exposed": "yes"}},
+    })
+}
+
+#[tokio::test]
+async fn every_field_reaches_its_object_and_a_hand_edit_is_reverted() {
+    let env = Env::start(Options::default()).await;
+    env.create("orders", production_spec()).await;
+    let (text, restart_revision) = fields_reach_their_objects(&env).await;
+    hand_edits_are_put_back(&env, &text).await;
+    changes_land_where_they_should(&env, &restart_revision).await;
+}
+
+/// The file's text and the template's restart fingerprint, once every field is checked.
+async fn fields_reach_their_objects(env: &Env) -> (String, String) {
+    let sets: Api<StatefulSet> = env.api();
+    let set = wait_for(&sets, "orders").await;
+    let spec = set.spec.expect("spec");
+    let claim = &spec.volume_claim_templates.expect("claims")[0];
+    assert_eq!(
+        claim
+            .spec
+            .as_ref()
+            .and_then(|s| s.storage_class_name.as_deref()),
+        Some("fast-ssd")
+    );
+    let template = spec.template;
+    let pod = template.spec.expect("pod");
+    assert_eq!(pod.node_selector.expect("selector")["disktype"], "ssd");
+    assert_eq!(
+        pod.tolerations.expect("tolerations")[0].key.as_deref(),
+        Some("dedicated")
+    );
+    assert_eq!(pod.topology_spread_constraints.expect("spread").len(), 1);
+    assert_eq!(
+        pod.priority_class_name.as_deref(),
+        Some("system-cluster-critical")
+    );
+    let container = &pod.containers[0];
+    let resources = container.resources.clone().expect("resources");
+    assert_eq!(resources.requests.expect("requests")["cpu"].0, "500m");
+    assert_eq!(resources.limits.expect("limits")["memory"].0, "2Gi");
+    assert_eq!(
+        container.args.clone().expect("args"),
+        ["-c", "config_file=/etc/database/config/postgresql.conf"]
+    );
+    let metadata = template.metadata.expect("metadata");
+    assert_eq!(metadata.labels.expect("labels")["team"], "payments");
+    let annotations = metadata.annotations.expect("annotations");
+    assert_eq!(annotations["example.com/scrape"], "true");
+    let restart_revision = annotations["mycompany.io/restart-settings"].clone();
+
+    let configmaps: Api<ConfigMap> = env.api();
+    let config = wait_for(&configmaps, "orders-config").await;
+    let text = config.data.expect("data")["postgresql.conf"].clone();
+    for line in [
+        "include_if_exists = '/var/lib/postgresql/data/pgdata/postgresql.conf'",
+        "work_mem = '16MB'",
+        "max_connections = '150'",
+        "shared_buffers = '512MB'",
+        "effective_cache_size = '1536MB'",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} in {text}");
+    }
+
+    let services: Api<Service> = env.api();
+    let rw = wait_for(&services, "orders-rw").await;
+    assert_eq!(rw.spec.expect("spec").type_.as_deref(), Some("NodePort"));
+    assert_eq!(
+        rw.metadata.annotations.expect("annotations")["example.com/exposed"],
+        "yes"
+    );
+    (text, restart_revision)
+}
+
+async fn hand_edits_are_put_back(env: &Env, text: &str) {
+    let services: Api<Service> = env.api();
+    let configmaps: Api<ConfigMap> = env.api();
+    // Hand edits of what the operator set are put back.
+    services
+        .patch("orders-rw", &PatchParams::default(), &Patch::Merge(json!({"spec": {"type": "ClusterIP", "ports": [{"name": "postgres", "port": 5432, "nodePort": null}]}})))
+        .await
+        .expect("edited");
+    configmaps
+        .patch(
+            "orders-config",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"postgresql.conf": "fsync = off\n"}})),
+        )
+        .await
+        .expect("edited");
+    eventually(WAIT, "the Service is a NodePort again", || async {
+        let service = services.get("orders-rw").await.ok()?;
+        (service.spec?.type_.as_deref() == Some("NodePort")).then_some(())
+    })
+    .await;
+    eventually(WAIT, "the file is the operator's again", || async {
+        let config = configmaps.get("orders-config").await.ok()?;
+        (config.data?.get("postgresql.conf")? == text).then_some(())
+    })
+    .await;
+}
+
+async fn changes_land_where_they_should(env: &Env, restart_revision: &str) {
+    let sets: Api<StatefulSet> = env.api();
+    let services: Api<Service> = env.api();
+    let configmaps: Api<ConfigMap> = env.api();
+    // A setting applied in place changes the file, not the template; one that needs a
+    // restart changes the template.
+    let databases = env.databases();
+    databases
+        .patch(
+            "orders",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"parameters": {"work_mem": "32MB", "max_connections": "150"}}}),
+            ),
+        )
+        .await
+        .expect("patched");
+    eventually(WAIT, "the new work_mem in the file", || async {
+        let config = configmaps.get("orders-config").await.ok()?;
+        config
+            .data?
+            .get("postgresql.conf")?
+            .contains("work_mem = '32MB'")
+            .then_some(())
+    })
+    .await;
+    let set = sets.get("orders").await.expect("set");
+    assert_eq!(
+        set.spec
+            .expect("spec")
+            .template
+            .metadata
+            .expect("meta")
+            .annotations
+            .expect("annotations")["mycompany.io/restart-settings"],
+        restart_revision,
+        "work_mem needs no restart"
+    );
+    databases
+        .patch(
+            "orders",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"parameters": {"max_connections": "200"}, "service": null}}),
+            ),
+        )
+        .await
+        .expect("patched");
+    eventually(WAIT, "a new restart revision in the template", || async {
+        let set = sets.get("orders").await.ok()?;
+        let annotations = set.spec?.template.metadata?.annotations?;
+        (annotations.get("mycompany.io/restart-settings")? != restart_revision).then_some(())
+    })
+    .await;
+    // Without spec.service the client Service is back to the default type.
+    eventually(WAIT, "the Service is a ClusterIP again", || async {
+        let service = services.get("orders-rw").await.ok()?;
+        let spec = service.spec?;
+        (spec.type_.as_deref() == Some("ClusterIP")
+            && spec.ports?.iter().all(|p| p.node_port.is_none()))
+        .then_some(())
+    })
+    .await;
+    // Without parameters and memory limit the file goes, and so does its mount.
+    databases
+        .patch(
+            "orders",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"parameters": null, "resources": null}})),
+        )
+        .await
+        .expect("patched");
+    eventually(WAIT, "the ConfigMap is gone", || async {
+        configmaps
+            .get_opt("orders-config")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let set = sets.get("orders").await.expect("set");
+    assert_eq!(
+        set.spec
+            .expect("spec")
+            .template
+            .spec
+            .expect("pod")
+            .containers[0]
+            .args,
+        None
+    );
+}
+
+#[tokio::test]
+async fn bad_values_are_refused_naming_the_field_and_the_storage_class_cannot_change() {
+    let env = Env::start(Options::default()).await;
+    // Without the webhook installed the controller refuses with the same rules.
+    let mut bad = production_spec();
+    bad["parameters"] = json!({"port": "6543"});
+    bad["resources"] = json!({"limits": {"memory": "64Mi"}});
+    env.create("bad", bad).await;
+    let status = eventually(WAIT, "Failed phase", || async {
+        let db = env.databases().get("bad").await.ok()?;
+        db.status.filter(|s| s.phase == database_api::Phase::Failed)
+    })
+    .await;
+    let message = status.message.unwrap_or_default();
+    assert!(
+        message.contains("spec.parameters.port: is set by the operator"),
+        "{message}"
+    );
+    assert!(
+        message.contains("spec.resources.limits.memory: must be at least 256Mi"),
+        "{message}"
+    );
+
+    // The API server keeps the storage class: CEL refuses a change, and setting one
+    // after creation.
+    env.create("orders", production_spec()).await;
+    let databases = env.databases();
+    for patch in [
+        json!({"spec": {"storageClassName": "slow"}}),
+        json!({"spec": {"storageClassName": null}}),
+    ] {
+        let error = databases
+            .patch("orders", &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .expect_err("refused");
+        assert!(
+            error.to_string().contains("storageClassName is immutable"),
+            "{error}"
+        );
+    }
+    env.create(
+        "plain",
+        json!({"engine": "mysql", "version": "8.4", "storage": "1Gi"}),
+    )
+    .await;
+    let error = databases
+        .patch(
+            "plain",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"storageClassName": "fast"}})),
+        )
+        .await
+        .expect_err("refused");
+    assert!(
+        error.to_string().contains("storageClassName is immutable"),
+        "{error}"
+    );
+    // The schema refuses a Service type it does not know, naming the field.
+    let error = databases
+        .patch(
+            "plain",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"service": {"type": "External"}}})),
+        )
+        .await
+        .expect_err("refused");
+    assert!(error.to_string().contains("spec.service.type"), "{error}");
+}
