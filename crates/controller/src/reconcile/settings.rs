@@ -73,10 +73,24 @@ pub async fn apply(
             name: selector_string(db),
             source,
         })?;
-    if listed.items.len() != usize::try_from(replicas).unwrap_or_default() {
+    // Backup and restore Jobs' Pods carry the Database's labels too: only the
+    // StatefulSet's own instances count.
+    let set_name = set.metadata.name.as_deref().unwrap_or_default();
+    let instances: Vec<&Pod> = listed
+        .items
+        .iter()
+        .filter(|pod| {
+            pod.metadata.owner_references.iter().flatten().any(|owner| {
+                owner.kind == "StatefulSet"
+                    && owner.name == set_name
+                    && owner.controller == Some(true)
+            })
+        })
+        .collect();
+    if instances.len() != usize::try_from(replicas).unwrap_or_default() {
         return Ok(waiting);
     }
-    for pod in &listed.items {
+    for pod in instances {
         let name = pod.metadata.name.clone().unwrap_or_default();
         match reload(&pods, &name, db.spec.engine, &settings, &wanted).await {
             Ok(true) => {}
