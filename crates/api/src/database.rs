@@ -184,6 +184,32 @@ pub struct DatabaseSpec {
     pub service: Option<ClientService>,
 }
 
+impl DatabaseSpec {
+    /// A spec with the three required fields and every other one at its default.
+    pub fn new(engine: Engine, version: impl Into<String>, storage: impl Into<String>) -> Self {
+        Self {
+            engine,
+            version: version.into(),
+            storage: storage.into(),
+            replicas: DEFAULT_REPLICAS,
+            replication: Replication::default(),
+            deletion_policy: DeletionPolicy::default(),
+            backup: None,
+            restore_from: None,
+            resources: None,
+            storage_class_name: None,
+            node_selector: None,
+            tolerations: None,
+            affinity: None,
+            topology_spread_constraints: None,
+            priority_class_name: None,
+            pod_metadata: None,
+            parameters: None,
+            service: None,
+        }
+    }
+}
+
 fn default_replicas() -> i32 {
     DEFAULT_REPLICAS
 }

@@ -157,17 +157,8 @@ mod tests {
                 deletion_policy: DeletionPolicy::Delete,
                 backup: None,
                 restore_from: None,
-                resources: None,
-                storage_class_name: None,
-                node_selector: None,
-                tolerations: None,
-                affinity: None,
-                topology_spread_constraints: None,
-                priority_class_name: None,
-                pod_metadata: None,
-                parameters: None,
-                service: None,
                 replication: crate::replication::Replication::default(),
+                ..crate::DatabaseSpec::new(crate::Engine::Postgres, String::new(), String::new())
             },
         );
         assert_eq!(apply(&mut db), [Defaulted::NameLabel]);

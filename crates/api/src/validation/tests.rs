@@ -14,17 +14,8 @@ fn db(name: &str, engine: Engine, version: &str, storage: &str, replicas: i32) -
             deletion_policy: DeletionPolicy::Retain,
             backup: None,
             restore_from: None,
-            resources: None,
-            storage_class_name: None,
-            node_selector: None,
-            tolerations: None,
-            affinity: None,
-            topology_spread_constraints: None,
-            priority_class_name: None,
-            pod_metadata: None,
-            parameters: None,
-            service: None,
             replication: crate::replication::Replication::default(),
+            ..crate::DatabaseSpec::new(crate::Engine::Postgres, String::new(), String::new())
         },
     );
     db.metadata.namespace = Some("production".into());

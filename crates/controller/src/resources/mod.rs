@@ -49,17 +49,12 @@ pub(crate) mod fixtures {
                 deletion_policy: DeletionPolicy::Retain,
                 backup: None,
                 restore_from: None,
-                resources: None,
-                storage_class_name: None,
-                node_selector: None,
-                tolerations: None,
-                affinity: None,
-                topology_spread_constraints: None,
-                priority_class_name: None,
-                pod_metadata: None,
-                parameters: None,
-                service: None,
                 replication: database_api::replication::Replication::default(),
+                ..database_api::DatabaseSpec::new(
+                    database_api::Engine::Postgres,
+                    String::new(),
+                    String::new(),
+                )
             },
         );
         db.metadata.namespace = Some("shop".to_owned());
