@@ -1,7 +1,7 @@
-//! Engine settings on real postgres servers: what `spec.parameters` and the memory
-//! limit set is what the server shows, a change that needs no restart reaches both
-//! instances without restarting either, and one that needs a restart rolls them one
-//! at a time.
+//! Engine settings on real servers: what `spec.parameters` and the memory limit set is
+//! what the server shows, a change that needs no restart reaches the instances without
+//! restarting any, and (postgres, two instances) one that needs a restart rolls them
+//! one at a time.
 
 mod common;
 
@@ -151,4 +151,102 @@ async fn postgres_takes_its_settings_by_reload_or_by_a_rolling_restart() {
         assert_eq!(show(&env, pod, "max_connections").await, "130", "{pod}");
         assert_eq!(show(&env, pod, "work_mem").await, "24MB", "{pod}");
     }
+}
+
+/// Runs `script` in `pod` and returns its trimmed output.
+async fn ask(env: &Env, pod: &str, script: &str) -> String {
+    exec(env, pod, &["sh", "-c", script])
+        .await
+        .map_err(|e| format!("{script} in {pod}: {e}"))
+        .expect("the server answers")
+        .trim()
+        .to_owned()
+}
+
+/// Patches `orders`' parameters and waits until they are applied; the one Pod must be
+/// the same, unrestarted.
+async fn change_in_place(env: &Env, parameters: serde_json::Value, old: &str) {
+    let api: Api<Pod> = env.api();
+    let before = api.get("orders-0").await.expect("pod");
+    env.databases()
+        .patch(
+            "orders",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"parameters": parameters}})),
+        )
+        .await
+        .expect("patched");
+    let changed = Instant::now();
+    applied_after(env, Some(old)).await;
+    eprintln!("reload-only change applied in {:.1?}", changed.elapsed());
+    let after = api.get("orders-0").await.expect("pod");
+    assert_eq!(before.uid(), after.uid(), "the Pod was replaced");
+    assert_eq!(restarts(&before), restarts(&after), "the server restarted");
+}
+
+const MYSQL: &str = r#"MYSQL_PWD="$MYSQL_ROOT_PASSWORD" mysql -uroot -N -B -e "SELECT @@max_connections, @@innodb_buffer_pool_size, @@sql_mode""#;
+
+#[tokio::test]
+async fn mysql_shows_its_settings_and_sets_a_dynamic_one_without_a_restart() {
+    let env = Env::start(Options::real(&["mysql-9"])).await;
+    enforce_restricted(&env).await;
+    env.create(
+        "orders",
+        json!({
+            "engine": "mysql", "version": "9.7", "storage": "1Gi",
+            "resources": {"requests": {"cpu": "100m", "memory": "512Mi"}, "limits": {"memory": "1Gi"}},
+            "parameters": {"max-connections": "123", "sql_mode": "STRICT_TRANS_TABLES,NO_ZERO_DATE"},
+        }),
+    )
+    .await;
+    let first = applied_after(&env, None).await;
+    // innodb_buffer_pool_size is half the memory limit.
+    assert_eq!(
+        ask(&env, "orders-0", MYSQL).await,
+        "123\t536870912\tSTRICT_TRANS_TABLES,NO_ZERO_DATE"
+    );
+    change_in_place(
+        &env,
+        json!({"max-connections": "177", "sql_mode": "STRICT_TRANS_TABLES,NO_ZERO_DATE"}),
+        &first,
+    )
+    .await;
+    assert_eq!(
+        ask(&env, "orders-0", MYSQL).await,
+        "177\t536870912\tSTRICT_TRANS_TABLES,NO_ZERO_DATE"
+    );
+}
+
+const MONGODB: &str = r#"mongosh --quiet --norc "mongodb://127.0.0.1:27017/admin?directConnection=true" --eval '
+db.getSiblingDB("admin").auth(process.env.MONGO_INITDB_ROOT_USERNAME, process.env.MONGO_INITDB_ROOT_PASSWORD);
+print(db.adminCommand({ getParameter: 1, cursorTimeoutMillis: 1 }).cursorTimeoutMillis + " " + db.serverStatus().wiredTiger.cache["maximum bytes configured"])'"#;
+
+#[tokio::test]
+async fn mongodb_shows_its_settings_and_sets_a_runtime_parameter_without_a_restart() {
+    let env = Env::start(Options::real(&["mongo-6.0"])).await;
+    enforce_restricted(&env).await;
+    env.create(
+        "orders",
+        json!({
+            "engine": "mongodb", "version": "6.0", "storage": "1Gi",
+            "resources": {"requests": {"cpu": "100m", "memory": "512Mi"}, "limits": {"memory": "2Gi"}},
+            "parameters": {
+                "setParameter.cursorTimeoutMillis": "600000",
+                "storage.wiredTiger.engineConfig.cacheSizeGB": "0.75",
+            },
+        }),
+    )
+    .await;
+    let first = applied_after(&env, None).await;
+    assert_eq!(ask(&env, "orders-0", MONGODB).await, "600000 805306368");
+    change_in_place(
+        &env,
+        json!({
+            "setParameter.cursorTimeoutMillis": "300000",
+            "storage.wiredTiger.engineConfig.cacheSizeGB": "0.75",
+        }),
+        &first,
+    )
+    .await;
+    assert_eq!(ask(&env, "orders-0", MONGODB).await, "300000 805306368");
 }

@@ -130,11 +130,7 @@ async fn reload(
 ) -> Result<bool, ExecError> {
     let output = match engine {
         Engine::Postgres | Engine::Mysql => {
-            let script = format!(
-                "grep -qx '# revision {wanted}' {file} || {{ echo {STALE}; exit 0; }}\n{apply} && echo {APPLIED}",
-                file = file_path(engine),
-                apply = sql_apply(engine, settings),
-            );
+            let script = shell_script(engine, settings, wanted);
             exec::run(pods, pod, &["sh", "-c", &script]).await?
         }
         Engine::Mongodb => {
@@ -149,18 +145,27 @@ async fn reload(
     Ok(output.lines().any(|line| line.trim() == APPLIED))
 }
 
-/// The shell command that applies the settings through the engine's client. The SQL
-/// goes in a quoted here-document, so the shell expands nothing in it.
-fn sql_apply(engine: Engine, settings: &BTreeMap<String, String>) -> String {
+/// The shell script that applies the settings in a postgres or mysql container: it
+/// prints `stale` while the mounted file is not at `wanted`, and `applied` once the
+/// engine took the settings. The SQL goes in a quoted here-document, so the shell
+/// expands nothing in it.
+fn shell_script(engine: Engine, settings: &BTreeMap<String, String>, wanted: &str) -> String {
+    let check = format!(
+        "grep -qx '# revision {wanted}' {} || {{ echo {STALE}; exit 0; }}\n",
+        file_path(engine)
+    );
     if engine == Engine::Postgres {
-        return r#"PGCONNECT_TIMEOUT=3 psql -U "$POSTGRES_USER" -d postgres -v ON_ERROR_STOP=1 -tAXq -c 'SELECT pg_reload_conf()' >/dev/null"#.to_owned();
+        return format!(
+            r#"{check}PGCONNECT_TIMEOUT=3 psql -U "$POSTGRES_USER" -d postgres -v ON_ERROR_STOP=1 -tAXq -c 'SELECT pg_reload_conf()' >/dev/null && echo {APPLIED}
+"#
+        );
     }
     let mut statements = String::new();
     for (name, value) in runtime(engine, settings) {
         let _ = writeln!(statements, "SET GLOBAL {name} = {};", mysql_value(value));
     }
     format!(
-        "MYSQL_PWD=\"$MYSQL_ROOT_PASSWORD\" mysql --protocol=socket -uroot --connect-timeout=3 -N -B <<'SQL'\n{statements}SQL\n"
+        "{check}MYSQL_PWD=\"$MYSQL_ROOT_PASSWORD\" mysql --protocol=socket -uroot --connect-timeout=3 -N -B <<'SQL' && echo {APPLIED}\n{statements}SQL\n"
     )
 }
 
@@ -209,6 +214,35 @@ fn mongodb_commands(settings: &BTreeMap<String, String>) -> String {
 mod tests {
     use super::*;
 
+    /// `sh -n` parses a script without running it.
+    fn parses(script: &str) -> bool {
+        std::process::Command::new("sh")
+            .args(["-n", "-c", script])
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+
+    #[test]
+    fn the_scripts_are_valid_shell_and_end_by_saying_applied() {
+        let settings = BTreeMap::from([
+            ("max_connections".to_owned(), "300".to_owned()),
+            ("sql_mode".to_owned(), "ANSI_QUOTES,$(reboot)".to_owned()),
+        ]);
+        for engine in [Engine::Postgres, Engine::Mysql] {
+            let script = shell_script(engine, &settings, "0123");
+            assert!(parses(&script), "{script}");
+            assert!(script.contains(&format!("&& echo {APPLIED}")), "{script}");
+            assert!(
+                script.starts_with("grep -qx '# revision 0123' /etc/database/config/"),
+                "{script}"
+            );
+        }
+        assert!(
+            !parses("true <<'SQL'\nx\nSQL\n && echo applied"),
+            "sh -n catches the broken form"
+        );
+    }
+
     #[test]
     fn mysql_values_are_numbers_or_quoted_strings() {
         assert_eq!(mysql_value("300"), "300");
@@ -227,7 +261,7 @@ mod tests {
             ("max_connections".to_owned(), "300".to_owned()),
             ("innodb_buffer_pool_instances".to_owned(), "2".to_owned()),
         ]);
-        let script = sql_apply(Engine::Mysql, &settings);
+        let script = shell_script(Engine::Mysql, &settings, "0123");
         assert!(
             script.contains("SET GLOBAL max_connections = 300;\n"),
             "{script}"

@@ -11,7 +11,9 @@ pub const KUBELET_PORT: u16 = 10250;
 
 /// KubeletConfiguration for a node on these machines: cgroupfs on cgroup v1, no image
 /// garbage collection (the images cannot be pulled again) and eviction only when the
-/// host is nearly full, so a busy test machine does not evict the databases.
+/// host is nearly full, so a busy test machine does not evict the databases. Pods are
+/// synced every 10 s rather than every minute, so a changed ConfigMap reaches the Pods
+/// that mount it in seconds (the engine-settings tests wait for that).
 pub fn config(dir: &Path, containerd_socket: &Path, ca_file: &Path, healthz_port: u16) -> String {
     format!(
         r#"apiVersion: kubelet.config.k8s.io/v1beta1
@@ -44,6 +46,7 @@ evictionHard:
   imagefs.available: 1%
 serializeImagePulls: false
 rotateCertificates: false
+syncFrequency: 10s
 "#,
         socket = containerd_socket.display(),
         logs = dir.join("pod-logs").display(),
