@@ -37,3 +37,36 @@ pub(super) fn check(spec: &DatabaseSpec, outcome: &mut Outcome) {
         }
     }
 }
+
+/// postgres settings a standby must keep at least as high as its primary's.
+const STANDBY_FLOORS: [&str; 4] = [
+    "max_connections",
+    "max_worker_processes",
+    "max_locks_per_transaction",
+    "max_prepared_transactions",
+];
+
+/// Warns when an update lowers a postgres setting a standby needs at least as high as
+/// its primary: the rollout restarts the replicas first.
+pub(super) fn check_update(old: &DatabaseSpec, new: &DatabaseSpec, outcome: &mut Outcome) {
+    if new.engine != crate::Engine::Postgres || new.replicas < 2 {
+        return;
+    }
+    let value = |spec: &DatabaseSpec, name: &str| {
+        spec.parameters
+            .as_ref()?
+            .get(name)?
+            .trim()
+            .parse::<u64>()
+            .ok()
+    };
+    for name in STANDBY_FLOORS {
+        if let (Some(before), Some(after)) = (value(old, name), value(new, name))
+            && after < before
+        {
+            outcome.warn(format!(
+                "spec.parameters.{name} goes down from {before} to {after}: the replicas restart first, and a standby may stop replaying until its primary runs with the lower value too; lowering it with one instance avoids that"
+            ));
+        }
+    }
+}

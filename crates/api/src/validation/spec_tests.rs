@@ -191,3 +191,26 @@ fn the_storage_class_cannot_change_or_appear_after_creation() {
     );
     assert!(validate_update(&after, &after, &Limits::default()).is_allowed());
 }
+
+#[test]
+fn lowering_a_setting_a_standby_needs_warns_only_with_replicas() {
+    let before = with(
+        "postgres",
+        &json!({"replicas": 2, "parameters": {"max_connections": "200", "work_mem": "8MB"}}),
+    );
+    let after = with(
+        "postgres",
+        &json!({"replicas": 2, "parameters": {"max_connections": "100", "work_mem": "4MB"}}),
+    );
+    let outcome = validate_update(&before, &after, &Limits::default());
+    assert!(outcome.is_allowed());
+    assert_eq!(outcome.warnings.len(), 1, "{:?}", outcome.warnings);
+    assert!(
+        outcome.warnings[0].starts_with("spec.parameters.max_connections goes down from 200 to 100"),
+        "{:?}",
+        outcome.warnings
+    );
+    let mut single = after.clone();
+    single.spec.replicas = 1;
+    assert!(validate_update(&before, &single, &Limits::default()).warnings.is_empty());
+}

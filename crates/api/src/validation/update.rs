@@ -15,6 +15,7 @@ pub fn validate_update(old: &Database, new: &Database, limits: &Limits) -> Outco
     check_engine(old, new, &mut outcome);
     check_storage(old, new, &mut outcome);
     check_version(old, new, &mut outcome);
+    super::parameters::check_update(&old.spec, &new.spec, &mut outcome);
     if old.spec.storage_class_name != new.spec.storage_class_name {
         outcome.error(
             "spec.storageClassName",
