@@ -24,6 +24,57 @@ pub enum Takes {
 pub struct Setting {
     pub name: &'static str,
     pub takes: Takes,
+    pub kind: Kind,
+}
+
+/// The values a setting takes, checked at admission: a server given a value it cannot
+/// parse refuses to start, and a restart would take the database down.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A whole number, possibly negative.
+    Integer,
+    /// A number, possibly with a fraction.
+    Real,
+    /// A whole number, alone or followed by one of these units.
+    Unit(&'static [&'static str]),
+    /// One of these words (postgres compares them without case).
+    Choice(&'static [&'static str]),
+    /// Any one line.
+    Text,
+}
+
+impl Kind {
+    /// What is wrong with `value` for this kind, as the rest of a sentence.
+    pub fn problem(self, value: &str) -> Option<String> {
+        let value = value.trim();
+        let integer = |v: &str| {
+            let digits = v.strip_prefix('-').unwrap_or(v);
+            !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
+        };
+        match self {
+            Kind::Integer if integer(value) => None,
+            Kind::Integer => Some("must be a whole number".to_owned()),
+            Kind::Real if value.parse::<f64>().is_ok_and(f64::is_finite) => None,
+            Kind::Real => Some("must be a number".to_owned()),
+            Kind::Unit(units) => {
+                let split = value
+                    .find(|c: char| !(c.is_ascii_digit() || c == '-'))
+                    .unwrap_or(value.len());
+                let (number, unit) = value.split_at(split);
+                (!(integer(number) && (unit.is_empty() || units.contains(&unit.trim())))).then(
+                    || {
+                        format!(
+                            "must be a whole number, alone or followed by one of {}",
+                            units.join(", ")
+                        )
+                    },
+                )
+            }
+            Kind::Choice(words) if words.iter().any(|w| w.eq_ignore_ascii_case(value)) => None,
+            Kind::Choice(words) => Some(format!("must be one of {}", words.join(", "))),
+            Kind::Text => None,
+        }
+    }
 }
 
 /// Why a name is refused.
@@ -54,6 +105,11 @@ pub fn canonical(engine: Engine, name: &str) -> String {
 
 /// How `name` takes effect on `engine`, or why it is refused.
 pub fn lookup(engine: Engine, name: &str) -> Result<Takes, Refusal> {
+    setting(engine, name).map(|s| s.takes)
+}
+
+/// The table's entry for `name` on `engine`, or why it is refused.
+pub fn setting(engine: Engine, name: &str) -> Result<Setting, Refusal> {
     let name = canonical(engine, name);
     let owned = match engine {
         Engine::Postgres => tables::POSTGRES_OWNED,
@@ -66,7 +122,7 @@ pub fn lookup(engine: Engine, name: &str) -> Result<Takes, Refusal> {
     allowed(engine)
         .iter()
         .find(|s| s.name == name)
-        .map(|s| s.takes)
+        .copied()
         .ok_or(Refusal::Unknown)
 }
 
@@ -181,6 +237,56 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn values_are_checked_by_the_settings_kind() {
+        let problem = |engine, name, value| {
+            setting(engine, name)
+                .ok()
+                .and_then(|s| s.kind.problem(value))
+        };
+        for (name, good) in [
+            ("work_mem", "16MB"),
+            ("work_mem", "4096"),
+            ("statement_timeout", "30s"),
+            ("log_min_duration_statement", "-1"),
+            ("random_page_cost", "1.1"),
+            ("jit", "off"),
+            ("log_statement", "DDL"),
+        ] {
+            assert_eq!(
+                problem(Engine::Postgres, name, good),
+                None,
+                "{name} = {good}"
+            );
+        }
+        for (name, bad) in [
+            ("work_mem", "16 megabytes"),
+            ("work_mem", "16mb"),
+            ("max_connections", "many"),
+            ("statement_timeout", "1.5s"),
+            ("jit", "maybe"),
+        ] {
+            assert!(
+                problem(Engine::Postgres, name, bad).is_some(),
+                "{name} = {bad}"
+            );
+        }
+        assert_eq!(
+            problem(Engine::Mysql, "innodb_buffer_pool_size", "512M"),
+            None
+        );
+        assert!(problem(Engine::Mysql, "transaction_isolation", "SNAPSHOT").is_some());
+        assert_eq!(
+            problem(
+                Engine::Mongodb,
+                "storage.wiredTiger.engineConfig.cacheSizeGB",
+                "0.75"
+            ),
+            None
+        );
+        assert!(problem(Engine::Mongodb, "setParameter.cursorTimeoutMillis", "1m").is_some());
     }
 
     #[test]

@@ -22,6 +22,76 @@ fn spec(overrides: &Value) -> Value {
 
 /// (object name, spec changes, field the message must name)
 fn creates() -> Vec<(String, Value, &'static str)> {
+    let mut all = basic_creates();
+    all.extend(production_creates());
+    all
+}
+
+/// Invalid values of the production fields: resources, scheduling, Pod metadata, the
+/// client Service and engine parameters.
+fn production_creates() -> Vec<(String, Value, &'static str)> {
+    let case = |name: &str, overrides: Value, field| (name.to_owned(), spec(&overrides), field);
+    vec![
+        case(
+            "parameters-owned",
+            json!({"parameters": {"port": "6543"}}),
+            "spec.parameters.port",
+        ),
+        case(
+            "parameters-unknown",
+            json!({"parameters": {"wrok_mem": "4MB"}}),
+            "spec.parameters.wrok_mem",
+        ),
+        case(
+            "parameters-two-lines",
+            json!({"parameters": {"work_mem": "4MB\nfsync = off"}}),
+            "spec.parameters.work_mem",
+        ),
+        case(
+            "parameters-bad-value",
+            json!({"parameters": {"work_mem": "16 megabytes"}}),
+            "spec.parameters.work_mem",
+        ),
+        case(
+            "resources-over-limit",
+            json!({"resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}}),
+            "spec.resources.requests.cpu",
+        ),
+        case(
+            "resources-tiny-memory",
+            json!({"resources": {"limits": {"memory": "64Mi"}}}),
+            "spec.resources.limits.memory",
+        ),
+        case(
+            "storage-class-upper",
+            json!({"storageClassName": "Fast"}),
+            "spec.storageClassName",
+        ),
+        case(
+            "toleration-operator",
+            json!({"tolerations": [{"key": "a", "operator": "Near"}]}),
+            "spec.tolerations[0].operator",
+        ),
+        case(
+            "spread-skew",
+            json!({"topologySpreadConstraints": [{"maxSkew": 0, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}]}),
+            "spec.topologySpreadConstraints[0].maxSkew",
+        ),
+        case(
+            "pod-label-operator",
+            json!({"podMetadata": {"labels": {"app.kubernetes.io/instance": "other"}}}),
+            "spec.podMetadata.labels.app.kubernetes.io/instance",
+        ),
+        case(
+            "service-type",
+            json!({"service": {"type": "External"}}),
+            "spec.service.type",
+        ),
+    ]
+}
+
+/// Invalid values of the basic fields.
+fn basic_creates() -> Vec<(String, Value, &'static str)> {
     let case = |name: &str, overrides: Value, field| (name.to_owned(), spec(&overrides), field);
     vec![
         case("engine-oracle", json!({"engine": "oracle"}), "spec.engine"),
@@ -117,56 +187,6 @@ fn creates() -> Vec<(String, Value, &'static str)> {
             "spec.deletionPolicy",
         ),
         case(&"n".repeat(53), json!({}), "metadata.name"),
-        case(
-            "parameters-owned",
-            json!({"parameters": {"port": "6543"}}),
-            "spec.parameters.port",
-        ),
-        case(
-            "parameters-unknown",
-            json!({"parameters": {"wrok_mem": "4MB"}}),
-            "spec.parameters.wrok_mem",
-        ),
-        case(
-            "parameters-two-lines",
-            json!({"parameters": {"work_mem": "4MB\nfsync = off"}}),
-            "spec.parameters.work_mem",
-        ),
-        case(
-            "resources-over-limit",
-            json!({"resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}}),
-            "spec.resources.requests.cpu",
-        ),
-        case(
-            "resources-tiny-memory",
-            json!({"resources": {"limits": {"memory": "64Mi"}}}),
-            "spec.resources.limits.memory",
-        ),
-        case(
-            "storage-class-upper",
-            json!({"storageClassName": "Fast"}),
-            "spec.storageClassName",
-        ),
-        case(
-            "toleration-operator",
-            json!({"tolerations": [{"key": "a", "operator": "Near"}]}),
-            "spec.tolerations[0].operator",
-        ),
-        case(
-            "spread-skew",
-            json!({"topologySpreadConstraints": [{"maxSkew": 0, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}]}),
-            "spec.topologySpreadConstraints[0].maxSkew",
-        ),
-        case(
-            "pod-label-operator",
-            json!({"podMetadata": {"labels": {"app.kubernetes.io/instance": "other"}}}),
-            "spec.podMetadata.labels.app.kubernetes.io/instance",
-        ),
-        case(
-            "service-type",
-            json!({"service": {"type": "External"}}),
-            "spec.service.type",
-        ),
     ]
 }
 

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use super::Outcome;
 use crate::DatabaseSpec;
-use crate::parameters::{Refusal, canonical, lookup, value_problem};
+use crate::parameters::{Refusal, canonical, setting, value_problem};
 
 pub(super) fn check(spec: &DatabaseSpec, outcome: &mut Outcome) {
     let Some(parameters) = &spec.parameters else {
@@ -15,7 +15,7 @@ pub(super) fn check(spec: &DatabaseSpec, outcome: &mut Outcome) {
     let mut spellings: BTreeMap<String, &str> = BTreeMap::new();
     for (name, value) in parameters {
         let path = format!("spec.parameters.{name}");
-        match lookup(engine, name) {
+        match setting(engine, name) {
             Err(Refusal::Owned(why)) => outcome.error(
                 &path,
                 format!("is set by the operator ({why}) and cannot be given"),
@@ -24,10 +24,13 @@ pub(super) fn check(spec: &DatabaseSpec, outcome: &mut Outcome) {
                 &path,
                 format!("is not among the {engine} settings the operator accepts (the README lists them)"),
             ),
-            Ok(_) => {}
-        }
-        if let Some(problem) = value_problem(engine, value) {
-            outcome.error(&path, format!("the value {problem}"));
+            Ok(entry) => {
+                if let Some(problem) = value_problem(engine, value) {
+                    outcome.error(&path, format!("the value {problem}"));
+                } else if let Some(problem) = entry.kind.problem(value) {
+                    outcome.error(&path, format!("the value {value:?} {problem}"));
+                }
+            }
         }
         if let Some(other) = spellings.insert(canonical(engine, name), name) {
             outcome.error(

@@ -206,11 +206,16 @@ fn lowering_a_setting_a_standby_needs_warns_only_with_replicas() {
     assert!(outcome.is_allowed());
     assert_eq!(outcome.warnings.len(), 1, "{:?}", outcome.warnings);
     assert!(
-        outcome.warnings[0].starts_with("spec.parameters.max_connections goes down from 200 to 100"),
+        outcome.warnings[0]
+            .starts_with("spec.parameters.max_connections goes down from 200 to 100"),
         "{:?}",
         outcome.warnings
     );
     let mut single = after.clone();
     single.spec.replicas = 1;
-    assert!(validate_update(&before, &single, &Limits::default()).warnings.is_empty());
+    assert!(
+        validate_update(&before, &single, &Limits::default())
+            .warnings
+            .is_empty()
+    );
 }

@@ -186,6 +186,7 @@ fn mysql_value(value: &str) -> String {
         Some((at, 'K' | 'k')) => (&value[..at], 1u64 << 10),
         Some((at, 'M' | 'm')) => (&value[..at], 1 << 20),
         Some((at, 'G' | 'g')) => (&value[..at], 1 << 30),
+        Some((at, 'T' | 't')) => (&value[..at], 1 << 40),
         _ => (value, 1),
     };
     match digits.parse::<u64>() {
