@@ -44,10 +44,7 @@ pub fn build(config: Config, limit: &RateLimitLayer) -> Result<Client, kube::Err
     if config.proxy_url.is_some() {
         return Ok(ClientBuilder::try_from(config)?.with_layer(limit).build());
     }
-    let http = ByUpgrade {
-        multiplexed: http_client(&config, Versions::Both)?,
-        upgrades: http_client(&config, Versions::Http1)?,
-    };
+    let http = http_client(&config)?;
     let service = ServiceBuilder::new()
         .layer(config.base_uri_layer())
         .option_layer(
@@ -70,55 +67,9 @@ pub fn build(config: Config, limit: &RateLimitLayer) -> Result<Client, kube::Err
         .build())
 }
 
-/// Which HTTP versions a client offers in ALPN.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Versions {
-    /// HTTP/2, then HTTP/1.1.
-    Both,
-    /// HTTP/1.1 only: the only version that can upgrade a request to a WebSocket.
-    Http1,
-}
-
-/// Sends requests that ask for a protocol upgrade (`exec`'s WebSocket) over HTTP/1.1
-/// connections, and everything else over the shared HTTP/2 one: HTTP/2 cannot upgrade,
-/// and the API server answers such a request with "Upgrade request required".
-#[derive(Clone)]
-pub struct ByUpgrade {
-    multiplexed: HttpClient<Connector, Body>,
-    upgrades: HttpClient<Connector, Body>,
-}
-
-impl tower::Service<http::Request<Body>> for ByUpgrade {
-    type Response = <HttpClient<Connector, Body> as tower::Service<http::Request<Body>>>::Response;
-    type Error = <HttpClient<Connector, Body> as tower::Service<http::Request<Body>>>::Error;
-    type Future = <HttpClient<Connector, Body> as tower::Service<http::Request<Body>>>::Future;
-
-    fn poll_ready(
-        &mut self,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Result<(), Self::Error>> {
-        // hyper's client is always ready; both are polled so that stays true if it changes.
-        match tower::Service::poll_ready(&mut self.multiplexed, cx) {
-            std::task::Poll::Ready(Ok(())) => tower::Service::poll_ready(&mut self.upgrades, cx),
-            other => other,
-        }
-    }
-
-    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
-        if request.headers().contains_key(http::header::UPGRADE) {
-            self.upgrades.call(request)
-        } else {
-            self.multiplexed.call(request)
-        }
-    }
-}
-
 /// The HTTP client under the kube stack: TLS from the kubeconfig, ALPN offering
-/// `versions`, and HTTP/2 keep-alive pings.
-pub fn http_client(
-    config: &Config,
-    versions: Versions,
-) -> Result<HttpClient<Connector, Body>, kube::Error> {
+/// HTTP/2 then HTTP/1.1, and HTTP/2 keep-alive pings.
+pub fn http_client(config: &Config) -> Result<HttpClient<Connector, Body>, kube::Error> {
     let mut tcp = HttpConnector::new();
     tcp.enforce_http(false);
     tcp.set_nodelay(true);
@@ -132,10 +83,7 @@ pub fn http_client(
         ),
         None => connector,
     };
-    let connector = match versions {
-        Versions::Both => connector.enable_all_versions().wrap_connector(tcp),
-        Versions::Http1 => connector.enable_http1().wrap_connector(tcp),
-    };
+    let connector = connector.enable_all_versions().wrap_connector(tcp);
     // One bound for the TCP connect and the TLS handshake together; once connected,
     // keep-alive pings watch the connection.
     let connector = match config.connect_timeout {

@@ -27,7 +27,7 @@ async fn start() -> (ControlPlane, Config) {
 #[tokio::test]
 async fn the_api_server_is_spoken_to_over_http2() {
     let (_plane, config) = start().await;
-    let http = client::http_client(&config, client::Versions::Both).expect("HTTP client");
+    let http = client::http_client(&config).expect("HTTP client");
     let url = format!(
         "{}/version",
         config.cluster_url.to_string().trim_end_matches('/')

@@ -425,7 +425,7 @@ async fn settings_pass(
     namespace: &str,
     set: &StatefulSet,
 ) -> Result<settings::Step, Error> {
-    let step = settings::apply(&ctx.client, db, namespace, set).await?;
+    let step = settings::apply(ctx, db, namespace, set).await?;
     if let Some(revision) = &step.applied {
         let names: Vec<String> = db
             .spec

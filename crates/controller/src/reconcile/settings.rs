@@ -14,6 +14,7 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 
+use crate::context::Context;
 use crate::error::Error;
 use crate::exec::{self, ExecError};
 use crate::resources::engine_config::{self, file_path, revision, typed};
@@ -36,7 +37,7 @@ pub struct Step {
 /// Applies the Database's settings to its ready instances, unless the status already
 /// says every instance runs with them.
 pub async fn apply(
-    client: &kube::Client,
+    ctx: &Context,
     db: &Database,
     namespace: &str,
     set: &StatefulSet,
@@ -64,7 +65,8 @@ pub async fn apply(
     if !rolled_out(set, replicas) {
         return Ok(waiting);
     }
-    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+    let exec_pods: Api<Pod> = Api::namespaced(ctx.exec_client().clone(), namespace);
     let listed = pods
         .list(&ListParams::default().labels(&selector_string(db)))
         .await
@@ -92,9 +94,15 @@ pub async fn apply(
     }
     for pod in instances {
         let name = pod.metadata.name.clone().unwrap_or_default();
-        match reload(&pods, &name, db.spec.engine, &settings, &wanted).await {
+        match reload(&exec_pods, &name, db.spec.engine, &settings, &wanted).await {
             Ok(true) => {}
             Ok(false) => return Ok(waiting),
+            // The engine refused the settings: that stays until the spec changes, so it
+            // is logged where an operator looks.
+            Err(err @ ExecError::Failed { .. }) => {
+                tracing::warn!(pod = %name, error = %err, "the engine refused the settings");
+                return Ok(waiting);
+            }
             // An instance restarting or not ready yet answers next time.
             Err(err) => {
                 tracing::debug!(pod = %name, error = %err, "settings not applied yet");

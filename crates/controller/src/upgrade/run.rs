@@ -75,7 +75,7 @@ pub async fn run(scope: &Scope<'_>, plan: Plan) -> Result<Step, Error> {
         UpgradePhase::Switching => switch(scope, &mut upgrade, pod.as_ref(), &mut events).await?,
         UpgradePhase::RolledBack => {
             if upgrade.writes_held && serves(pod.as_ref(), &upgrade.from_version) {
-                hold::release(&pods(scope), scope.primary).await?;
+                hold::release(&exec_pods(scope), scope.primary).await?;
                 upgrade.writes_held = false;
             }
             replace_stuck(scope, pod.as_ref(), &upgrade.from_version).await?;
@@ -106,7 +106,7 @@ async fn back_up(
             upgrade.message = Some("waiting for the primary to take writes".into());
             return Ok(());
         }
-        hold::hold(&pods(scope), scope.primary).await?;
+        hold::hold(&exec_pods(scope), scope.primary).await?;
         upgrade.writes_held = true;
         events.push((
             EventType::Normal,
@@ -182,7 +182,7 @@ async fn restore(
             return Ok(());
         }
         if !upgrade.writes_held {
-            hold::hold(&pods(scope), scope.primary).await?;
+            hold::hold(&exec_pods(scope), scope.primary).await?;
             upgrade.writes_held = true;
         }
         return start_restore(scope, upgrade, &jobs, name).await;
@@ -191,7 +191,7 @@ async fn restore(
     match outcome::of(&found, &job_pods) {
         JobOutcome::Running => {}
         JobOutcome::Succeeded(_) => {
-            hold::release(&pods(scope), scope.primary).await?;
+            hold::release(&exec_pods(scope), scope.primary).await?;
             upgrade.writes_held = false;
             upgrade.phase = UpgradePhase::Succeeded;
             let kept = upgrade.from_directory.as_deref().unwrap_or("its directory");
@@ -382,6 +382,11 @@ async fn primary_pod(scope: &Scope<'_>) -> Result<Option<Pod>, Error> {
 
 fn pods(scope: &Scope<'_>) -> Api<Pod> {
     Api::namespaced(scope.ctx.client.clone(), scope.namespace)
+}
+
+/// Pods to run commands in, through the client that can upgrade to a WebSocket.
+fn exec_pods(scope: &Scope<'_>) -> Api<Pod> {
+    Api::namespaced(scope.ctx.exec_client().clone(), scope.namespace)
 }
 
 /// Whether the new version's primary runs and is ready (saying so in the message when
