@@ -11,6 +11,7 @@ WORKDIR /src
 # reuses the compiled dependencies.
 COPY Cargo.toml Cargo.lock rust-toolchain.toml ./
 COPY crates/api/Cargo.toml crates/api/
+COPY crates/runtime/Cargo.toml crates/runtime/
 COPY crates/controller/Cargo.toml crates/controller/
 COPY crates/webhook/Cargo.toml crates/webhook/
 COPY crates/crdgen/Cargo.toml crates/crdgen/
@@ -18,7 +19,7 @@ COPY crates/testenv/Cargo.toml crates/testenv/
 COPY crates/backup/Cargo.toml crates/backup/
 COPY crates/e2e/Cargo.toml crates/e2e/
 COPY xtask/Cargo.toml xtask/
-RUN for crate in crates/api crates/controller crates/webhook crates/crdgen crates/testenv crates/backup crates/e2e xtask; do \
+RUN for crate in crates/api crates/runtime crates/controller crates/webhook crates/crdgen crates/testenv crates/backup crates/e2e xtask; do \
         mkdir -p "$crate/src" && touch "$crate/src/lib.rs" && echo 'fn main() {}' > "$crate/src/main.rs"; \
     done \
     && cargo build --locked --release -p database-controller -p database-webhook -p database-backup \

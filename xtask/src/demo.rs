@@ -80,18 +80,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
 
 async fn demo(args: &DemoArgs) -> anyhow::Result<()> {
     let started = Instant::now();
-    let plane = if args.real {
-        println!(
-            "demo: starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and a real node"
-        );
-        let images: Vec<&str> = testenv::images::RECIPES.iter().map(|r| r.id).collect();
-        ControlPlane::start(Options::real(&images)).await?
-    } else {
-        println!(
-            "demo: starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok"
-        );
-        ControlPlane::start(Options::full()).await?
-    };
+    let plane = start_plane(args.real).await?;
     let root = crate::workspace_root();
     let demo_dir = root.join("target/demo");
     std::fs::create_dir_all(&demo_dir)?;
@@ -99,25 +88,7 @@ async fn demo(args: &DemoArgs) -> anyhow::Result<()> {
     std::fs::copy(plane.kubeconfig(), &kubeconfig)?;
     let client = plane.client().await?;
 
-    println!("demo: installing the CRD from deploy/crd");
-    kubectl(
-        &plane,
-        &[
-            "apply",
-            "--server-side",
-            "-k",
-            &root.join("deploy/crd").display().to_string(),
-        ],
-    )?;
-    kubectl(
-        &plane,
-        &[
-            "wait",
-            "--for=condition=Established",
-            "crd/databases.mycompany.io",
-            "--timeout=60s",
-        ],
-    )?;
+    install_crd(&plane, &root)?;
 
     println!("demo: issuing a certificate for the webhook and starting it");
     let bin = root.join("target/debug");
@@ -125,43 +96,8 @@ async fn demo(args: &DemoArgs) -> anyhow::Result<()> {
     webhook.wait_ready(Duration::from_secs(30)).await?;
     webhook.register(&client).await?;
 
-    println!("demo: starting the controller");
-    let controller_args = vec![
-        format!("--kubeconfig={}", plane.kubeconfig().display()),
-        format!("--metrics-bind-address=127.0.0.1:{}", free_port()?),
-        format!("--health-probe-bind-address=127.0.0.1:{}", free_port()?),
-        "--log-format=plain".to_owned(),
-    ];
-    let _controller = Process::spawn(
-        "controller",
-        &bin.join("controller"),
-        &controller_args,
-        plane.dir(),
-    )?;
-
-    kubectl(&plane, &["create", "namespace", NAMESPACE])?;
-    let samples = if args.real {
-        println!("demo: applying one Database per engine in namespace {NAMESPACE}");
-        let file = demo_dir.join("samples.yaml");
-        std::fs::write(&file, REAL_SAMPLES)?;
-        vec!["-f".to_owned(), file.display().to_string()]
-    } else {
-        println!("demo: applying deploy/samples in namespace {NAMESPACE}");
-        vec![
-            "-k".to_owned(),
-            root.join("deploy/samples").display().to_string(),
-        ]
-    };
-    // The API server picks up new webhook configurations through an informer: retry
-    // until the webhook answers.
-    let applied = retry(|| {
-        let mut apply = vec!["apply", "-n", NAMESPACE];
-        apply.extend(samples.iter().map(String::as_str));
-        kubectl_output(&plane, &apply)
-    })
-    .await?;
-    // The webhook's warnings (e.g. an end-of-life version) come on stderr.
-    print!("{}{}", applied.0, applied.1);
+    let _controller = start_controller(&plane, &bin)?;
+    apply_samples(&plane, args.real, &demo_dir, &root).await?;
 
     wait_until_running(&client).await?;
     println!(
@@ -180,6 +116,98 @@ async fn demo(args: &DemoArgs) -> anyhow::Result<()> {
     println!("\nPress Ctrl-C to stop everything.");
     tokio::signal::ctrl_c().await?;
     println!("demo: stopping");
+    Ok(())
+}
+
+/// Starts the full control plane, with a real node serving every local image when
+/// `real`, or with kwok otherwise.
+async fn start_plane(real: bool) -> anyhow::Result<ControlPlane> {
+    if real {
+        println!(
+            "demo: starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and a real node"
+        );
+        let images: Vec<&str> = testenv::images::RECIPES.iter().map(|r| r.id).collect();
+        Ok(ControlPlane::start(Options::real(&images)).await?)
+    } else {
+        println!(
+            "demo: starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok"
+        );
+        Ok(ControlPlane::start(Options::full()).await?)
+    }
+}
+
+/// Applies the CRD from `deploy/crd` and waits until the API server serves it.
+fn install_crd(plane: &ControlPlane, root: &std::path::Path) -> anyhow::Result<()> {
+    println!("demo: installing the CRD from deploy/crd");
+    kubectl(
+        plane,
+        &[
+            "apply",
+            "--server-side",
+            "-k",
+            &root.join("deploy/crd").display().to_string(),
+        ],
+    )?;
+    kubectl(
+        plane,
+        &[
+            "wait",
+            "--for=condition=Established",
+            "crd/databases.mycompany.io",
+            "--timeout=60s",
+        ],
+    )?;
+    Ok(())
+}
+
+/// Starts the controller from `bin` as a local process; it runs until dropped.
+fn start_controller(plane: &ControlPlane, bin: &std::path::Path) -> anyhow::Result<Process> {
+    println!("demo: starting the controller");
+    let controller_args = vec![
+        format!("--kubeconfig={}", plane.kubeconfig().display()),
+        format!("--metrics-bind-address=127.0.0.1:{}", free_port()?),
+        format!("--health-probe-bind-address=127.0.0.1:{}", free_port()?),
+        "--log-format=plain".to_owned(),
+    ];
+    Ok(Process::spawn(
+        "controller",
+        &bin.join("controller"),
+        &controller_args,
+        plane.dir(),
+    )?)
+}
+
+/// Creates the demo namespace and applies the samples into it: one Database per engine
+/// when `real`, `deploy/samples` otherwise. Prints kubectl's answer.
+async fn apply_samples(
+    plane: &ControlPlane,
+    real: bool,
+    demo_dir: &std::path::Path,
+    root: &std::path::Path,
+) -> anyhow::Result<()> {
+    kubectl(plane, &["create", "namespace", NAMESPACE])?;
+    let samples = if real {
+        println!("demo: applying one Database per engine in namespace {NAMESPACE}");
+        let file = demo_dir.join("samples.yaml");
+        std::fs::write(&file, REAL_SAMPLES)?;
+        vec!["-f".to_owned(), file.display().to_string()]
+    } else {
+        println!("demo: applying deploy/samples in namespace {NAMESPACE}");
+        vec![
+            "-k".to_owned(),
+            root.join("deploy/samples").display().to_string(),
+        ]
+    };
+    // The API server picks up new webhook configurations through an informer: retry
+    // until the webhook answers.
+    let applied = retry(|| {
+        let mut apply = vec!["apply", "-n", NAMESPACE];
+        apply.extend(samples.iter().map(String::as_str));
+        kubectl_output(plane, &apply)
+    })
+    .await?;
+    // The webhook's warnings (e.g. an end-of-life version) come on stderr.
+    print!("{}{}", applied.0, applied.1);
     Ok(())
 }
 

@@ -2,70 +2,33 @@
 //! printing, scaling, and keeping status behind its subresource.
 
 use database_api::{Database, DatabaseStatus, Phase};
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, CustomResourceExt};
 use serde_json::{Value, json};
+use testenv::toolkit::Cluster;
+use testenv::toolkit::fixtures::{database_object, database_objects};
+use testenv::toolkit::kubectl::{kubectl_fails, kubectl_ok};
 use testenv::{ControlPlane, Options};
 
 const NAMESPACE: &str = "production";
 
 /// A control plane with the CRD installed and the `production` namespace created.
 async fn cluster() -> (ControlPlane, Client) {
-    let plane = ControlPlane::start(Options::default())
-        .await
-        .expect("control plane starts");
-    let client = plane.client().await.expect("admin client");
-    testenv::install_crd(&client, &Database::crd())
-        .await
-        .expect("CRD becomes Established");
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let ns = serde_json::from_value(json!({"metadata": {"name": NAMESPACE}})).expect("namespace");
-    namespaces
-        .create(&PostParams::default(), &ns)
-        .await
-        .expect("namespace created");
+    let Cluster { plane, client, .. } =
+        Cluster::start(Options::default(), &[Database::crd()], NAMESPACE).await;
     (plane, client)
 }
 
+/// The Databases of `production`, untyped, so that invalid objects reach the API server.
 fn databases(client: &Client) -> Api<DynamicObject> {
-    Api::namespaced_with(
-        client.clone(),
-        NAMESPACE,
-        &ApiResource::erase::<Database>(&()),
-    )
-}
-
-fn object(name: &str, spec: &Value) -> DynamicObject {
-    serde_json::from_value(json!({
-        "apiVersion": "mycompany.io/v1",
-        "kind": "Database",
-        "metadata": {"name": name},
-        "spec": spec,
-    }))
-    .expect("a Database object")
+    database_objects(client, NAMESPACE)
 }
 
 fn orders_db() -> DynamicObject {
-    object(
+    database_object(
         "orders-db",
         &json!({"engine": "postgres", "version": "15.4", "storage": "100Gi", "replicas": 3}),
     )
-}
-
-fn kubectl(plane: &ControlPlane, args: &[&str]) -> String {
-    let output = plane
-        .kubectl()
-        .expect("kubectl")
-        .args(args)
-        .output()
-        .expect("kubectl runs");
-    assert!(
-        output.status.success(),
-        "kubectl {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 #[tokio::test]
@@ -120,7 +83,7 @@ async fn the_schema_rejects_bad_fields_naming_each_one() {
     ];
     for (name, spec, field) in cases {
         let err = api
-            .create(&PostParams::default(), &object(name, &spec))
+            .create(&PostParams::default(), &database_object(name, &spec))
             .await
             .expect_err(name);
         let kube::Error::Api(status) = err else {
@@ -224,7 +187,7 @@ async fn restore_from_is_given_at_creation_only_and_a_destination_names_one_plac
 #[tokio::test]
 async fn replicas_default_to_one_and_kubectl_shows_the_printer_columns() {
     let (plane, client) = cluster().await;
-    let minimal = object(
+    let minimal = database_object(
         "small",
         &json!({"engine": "mysql", "version": "8.4", "storage": "5Gi"}),
     );
@@ -237,7 +200,7 @@ async fn replicas_default_to_one_and_kubectl_shows_the_printer_columns() {
         "the API server applies the schema default"
     );
 
-    let table = kubectl(&plane, &["get", "db", "-n", NAMESPACE]);
+    let table = kubectl_ok(&plane, &["get", "db", "-n", NAMESPACE]).await;
     let header: Vec<&str> = table
         .lines()
         .next()
@@ -259,7 +222,7 @@ async fn replicas_default_to_one_and_kubectl_shows_the_printer_columns() {
         .collect();
     assert_eq!(&row[..4], ["small", "mysql", "8.4", "1"], "{table}");
 
-    let wide = kubectl(
+    let wide = kubectl_ok(
         &plane,
         &[
             "get",
@@ -269,7 +232,8 @@ async fn replicas_default_to_one_and_kubectl_shows_the_printer_columns() {
             "-o",
             "wide",
         ],
-    );
+    )
+    .await;
     assert!(
         wide.lines().next().unwrap_or_default().contains("ENDPOINT"),
         "{wide}"
@@ -284,21 +248,23 @@ async fn kubectl_scale_changes_spec_replicas_through_the_scale_subresource() {
         .await
         .expect("created");
 
-    kubectl(
+    kubectl_ok(
         &plane,
         &["scale", "db", "orders-db", "-n", NAMESPACE, "--replicas=2"],
-    );
+    )
+    .await;
     let scaled = api.get("orders-db").await.expect("get");
     assert_eq!(scaled.data["spec"]["replicas"], 2);
 
-    let scale = kubectl(
+    let scale = kubectl_ok(
         &plane,
         &[
             "get",
             "--raw",
             "/apis/mycompany.io/v1/namespaces/production/databases/orders-db/scale",
         ],
-    );
+    )
+    .await;
     let scale: Value = serde_json::from_str(&scale).expect("Scale JSON");
     assert_eq!(scale["kind"], "Scale");
     assert_eq!(scale["spec"]["replicas"], 2);
@@ -306,19 +272,9 @@ async fn kubectl_scale_changes_spec_replicas_through_the_scale_subresource() {
     let err = kubectl_fails(
         &plane,
         &["scale", "db", "orders-db", "-n", NAMESPACE, "--replicas=9"],
-    );
+    )
+    .await;
     assert!(err.contains("spec.replicas"), "{err}");
-}
-
-fn kubectl_fails(plane: &ControlPlane, args: &[&str]) -> String {
-    let output = plane
-        .kubectl()
-        .expect("kubectl")
-        .args(args)
-        .output()
-        .expect("kubectl runs");
-    assert!(!output.status.success(), "kubectl {args:?} should fail");
-    String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
 #[tokio::test]

@@ -11,12 +11,12 @@ use axum::routing::get;
 use futures::FutureExt;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
+use operator_runtime::leader::{LeaderElector, LeaseSettings};
+use operator_runtime::ratelimit::RateLimitLayer;
 
 use crate::cli::Cli;
 use crate::context::{Context, Settings};
-use crate::leader::{LeaderElector, LeaseSettings};
 use crate::metrics::Metrics;
-use crate::ratelimit::RateLimitLayer;
 use crate::resources::BuildConfig;
 use crate::runner::{Scope, run as run_controller};
 
@@ -30,9 +30,41 @@ pub async fn run(
     let (client, exec) = clients(&cli).await?;
     let metrics = Arc::new(Metrics::default());
     serve_http(&cli, metrics.clone(), shutdown.clone()).await?;
-
     let identity = cli.identity.clone().unwrap_or_else(hostname);
-    let settings = Settings {
+    let settings = settings(&cli, &client).await;
+    let mut ctx = Context::new(client.clone(), settings, metrics, Some(identity.clone()));
+    ctx.exec = Some(exec);
+    let ctx = Arc::new(ctx);
+    let scope = if cli.namespaces.is_empty() {
+        Scope::AllNamespaces
+    } else {
+        Scope::Namespaces(cli.namespaces.clone())
+    };
+    let reconciling = run_controller(
+        ctx.clone(),
+        scope,
+        cli.max_concurrent_reconciles,
+        shutdown.clone(),
+    );
+    if !cli.leader_elect {
+        tracing::info!("starting without leader election");
+        reconciling.await;
+        return Ok(());
+    }
+    let lease = lease_settings(&cli, &identity);
+    tracing::info!(identity = %identity, lease = %cli.leader_election_id, "leader election on");
+    lead(
+        LeaderElector::new(client, lease),
+        &ctx.metrics,
+        reconciling,
+        shutdown,
+    )
+    .await
+}
+
+/// The controller's settings from its flags, and from its own Pod where a flag is unset.
+async fn settings(cli: &Cli, client: &Client) -> Settings {
+    Settings {
         build: BuildConfig {
             image_registry: cli.image_registry.clone(),
             cluster_domain: cli.cluster_domain.clone(),
@@ -41,43 +73,40 @@ pub async fn run(
         before_reconcile: None,
         backup_agent_image: match &cli.backup_agent_image {
             Some(image) => Some(image.clone()),
-            None => own_image(&client).await,
+            None => own_image(client).await,
         },
-    };
-    let mut ctx = Context::new(
-        client.clone(),
-        settings,
-        metrics.clone(),
-        Some(identity.clone()),
-    );
-    ctx.exec = Some(exec);
-    let ctx = Arc::new(ctx);
-    let scope = if cli.namespaces.is_empty() {
-        Scope::AllNamespaces
-    } else {
-        Scope::Namespaces(cli.namespaces.clone())
-    };
-
-    if !cli.leader_elect {
-        tracing::info!("starting without leader election");
-        run_controller(ctx, scope, cli.max_concurrent_reconciles, shutdown).await;
-        return Ok(());
     }
-    let mut lease = LeaseSettings::new(&cli.leader_election_namespace, &identity);
-    lease.name.clone_from(&cli.leader_election_id);
+}
+
+fn lease_settings(cli: &Cli, identity: &str) -> LeaseSettings {
+    let mut lease = LeaseSettings::new(
+        &cli.leader_election_id,
+        &cli.leader_election_namespace,
+        identity,
+    );
     lease.lease_duration = Duration::from_secs(cli.lease_duration_seconds);
     lease.renew_deadline = Duration::from_secs(cli.renew_deadline_seconds);
     lease.retry_period = Duration::from_secs(cli.retry_period_seconds);
-    let mut elector = LeaderElector::new(client, lease);
-    tracing::info!(identity = %identity, "waiting for the leader Lease");
+    lease
+}
+
+/// Waits for the Lease, then reconciles while holding it; releases it after a clean
+/// shutdown, and fails when it is lost.
+async fn lead(
+    mut elector: LeaderElector,
+    metrics: &Metrics,
+    reconciling: impl Future<Output = ()>,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
+    tracing::info!("waiting for the leader Lease");
     tokio::select! {
         () = elector.acquire() => {}
-        () = shutdown.clone() => return Ok(()),
+        () = shutdown => return Ok(()),
     }
-    tracing::info!(identity = %identity, "acquired the leader Lease; reconciling");
+    tracing::info!("acquired the leader Lease; reconciling");
     metrics.leader.set(1);
     let lost = tokio::select! {
-        () = run_controller(ctx, scope, cli.max_concurrent_reconciles, shutdown) => false,
+        () = reconciling => false,
         () = elector.hold() => true,
     };
     metrics.leader.set(0);
@@ -89,7 +118,6 @@ pub async fn run(
     Ok(())
 }
 
-/// The API client: kubeconfig or in-cluster, with the QPS/burst limit in front.
 /// The API client, and one on kube's own HTTP/1.1 stack for `exec` (a WebSocket
 /// upgrade), both behind the same rate limit.
 pub async fn clients(cli: &Cli) -> anyhow::Result<(Client, Client)> {
@@ -105,7 +133,7 @@ pub async fn clients(cli: &Cli) -> anyhow::Result<(Client, Client)> {
     let exec = kube::client::ClientBuilder::try_from(config.clone())?
         .with_layer(&limit)
         .build();
-    Ok((crate::client::build(config, &limit)?, exec))
+    Ok((operator_runtime::client::build(config, &limit)?, exec))
 }
 
 async fn serve_http(

@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use crate::telemetry::LogFormat;
+use operator_runtime::telemetry::LogFormat;
 
 #[derive(clap::Parser, Clone, Debug)]
 #[command(

@@ -83,37 +83,7 @@ impl Error {
     }
 }
 
-/// The API server's own message for a refused request (`StatefulSet.apps "orders" is
-/// invalid: ...`), or the client's description of what went wrong on the way.
-pub fn api_message(error: &kube::Error) -> String {
-    match error {
-        kube::Error::Api(status) if !status.message.is_empty() => {
-            let code = if status.code > 0 {
-                format!(" (HTTP {})", status.code)
-            } else {
-                String::new()
-            };
-            format!("{}{code}", status.message.trim_end_matches('.'))
-        }
-        kube::Error::Api(status) => format!(
-            "the API server refused the request with HTTP {}",
-            status.code
-        ),
-        other => other.to_string(),
-    }
-}
-
-/// A failed watch, as a sentence with the API server's message.
-pub fn watch_message(error: &kube::runtime::watcher::Error) -> String {
-    use kube::runtime::watcher::Error as Watch;
-    match error {
-        Watch::InitialListFailed(e) => format!("listing failed: {}", api_message(e)),
-        Watch::WatchStartFailed(e) => format!("starting the watch failed: {}", api_message(e)),
-        Watch::WatchError(status) => format!("the API server ended the watch: {}", status.message),
-        Watch::WatchFailed(e) => format!("the watch stream failed: {}", api_message(e)),
-        Watch::NoResourceVersion => error.to_string(),
-    }
-}
+pub use operator_runtime::errors::api_message;
 
 #[cfg(test)]
 mod tests {

@@ -3,8 +3,9 @@
 use std::process::ExitCode;
 
 use clap::Parser;
+use database_controller::app;
 use database_controller::cli::Cli;
-use database_controller::{app, telemetry};
+use operator_runtime::telemetry;
 
 /// mimalloc rather than glibc malloc: see the benchmark figures in the README.
 #[global_allocator]

@@ -7,6 +7,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+pub use operator_runtime::metrics::QueueMetrics;
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabels {
     /// `ok` or `error`.
@@ -39,25 +41,6 @@ pub struct Metrics {
     pub leader: Gauge,
     pub queue: QueueMetrics,
     pub backup_failures: Family<DatabaseLabels, Counter>,
-}
-
-/// What the work queue reports: how many Databases wait for a worker, and how long
-/// each waited.
-#[derive(Clone, Debug)]
-pub struct QueueMetrics {
-    pub depth: Gauge,
-    pub wait: Histogram,
-}
-
-impl Default for QueueMetrics {
-    fn default() -> Self {
-        Self {
-            depth: Gauge::default(),
-            wait: Histogram::new([
-                0.0001, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 60.0,
-            ]),
-        }
-    }
 }
 
 impl Default for Metrics {

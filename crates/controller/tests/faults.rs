@@ -4,10 +4,11 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{CONTROLLER_USER, Env, NAMESPACE, WAIT, eventually, statefulset_with_replicas};
+use common::{CONTROLLER_USER, Env, NAMESPACE, Setup};
 use database_api::{Database, Phase};
 use database_controller::context::Settings;
 use k8s_openapi::api::apps::v1::StatefulSet;
@@ -17,6 +18,9 @@ use kube::{Api, ResourceExt};
 use serde_json::json;
 use testenv::Options;
 use testenv::process::Process;
+use testenv::toolkit::fixtures;
+use testenv::toolkit::operator::controller_args;
+use testenv::toolkit::wait::{WAIT, Wait, eventually, statefulset_with_replicas};
 
 #[tokio::test]
 async fn a_panic_in_one_reconcile_does_not_stop_the_controller() {
@@ -26,13 +30,17 @@ async fn a_panic_in_one_reconcile_does_not_stop_the_controller() {
         })),
         ..Settings::default()
     };
-    let env = Env::start_with(Options::default(), settings).await;
-    env.create(
+    let env = Env::start(Setup {
+        options: Options::default(),
+        settings,
+    })
+    .await;
+    env.create_database(
         "boom",
         json!({"engine": "postgres", "version": "16", "storage": "1Gi"}),
     )
     .await;
-    env.create(
+    env.create_database(
         "fine",
         json!({"engine": "postgres", "version": "16", "storage": "1Gi"}),
     )
@@ -50,7 +58,7 @@ async fn a_panic_in_one_reconcile_does_not_stop_the_controller() {
     })
     .await;
     // Still alive: a Database created after the panics is reconciled too.
-    env.create(
+    env.create_database(
         "later",
         json!({"engine": "mysql", "version": "8.4", "storage": "1Gi"}),
     )
@@ -75,20 +83,14 @@ impl Rng {
     }
 }
 
-fn spawn_controller(env: &Env, kubeconfig: &std::path::Path) -> Process {
-    let args = vec![
-        format!("--kubeconfig={}", kubeconfig.display()),
-        "--metrics-bind-address=127.0.0.1:0".to_owned(),
-        "--health-probe-bind-address=127.0.0.1:0".to_owned(),
-        "--log-format=plain".to_owned(),
-    ];
+/// The controller binary as a process, its log in `dir`.
+fn spawn_controller(dir: &Path, kubeconfig: &Path) -> std::io::Result<Process> {
     Process::spawn(
         "controller",
-        std::path::Path::new(env!("CARGO_BIN_EXE_controller")),
-        &args,
-        env.plane.dir(),
+        Path::new(env!("CARGO_BIN_EXE_controller")),
+        &controller_args(kubeconfig),
+        dir,
     )
-    .expect("controller starts")
 }
 
 /// Credentials passwords seen so far per Database uid: one each, or the fault is found.
@@ -142,7 +144,8 @@ async fn the_controller_converges_after_sigkills_during_a_hundred_operations() {
     let operations = testenv::count_from_env("FAULT_OPERATIONS", 100);
     eprintln!("chaos seed {seed}, {operations} operations");
     let mut rng = Rng(seed);
-    let controller = Arc::new(Mutex::new(Some(spawn_controller(&env, &kubeconfig))));
+    let first = spawn_controller(env.plane.dir(), &kubeconfig).expect("controller starts");
+    let controller = Arc::new(Mutex::new(Some(first)));
     let passwords: Passwords = Arc::default();
     let sampler = tokio::spawn(sample_passwords(env.api::<Secret>(), passwords.clone()));
 
@@ -156,20 +159,9 @@ async fn the_controller_converges_after_sigkills_during_a_hundred_operations() {
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(Duration::from_millis(300 + rng.below(1700))).await;
-                let args = vec![
-                    format!("--kubeconfig={}", kubeconfig.display()),
-                    "--metrics-bind-address=127.0.0.1:0".to_owned(),
-                    "--health-probe-bind-address=127.0.0.1:0".to_owned(),
-                ];
                 if let Ok(mut slot) = controller.lock() {
                     drop(slot.take()); // Process::drop sends SIGKILL
-                    *slot = Process::spawn(
-                        "controller",
-                        std::path::Path::new(env!("CARGO_BIN_EXE_controller")),
-                        &args,
-                        &dir,
-                    )
-                    .ok();
+                    *slot = spawn_controller(&dir, &kubeconfig).ok();
                 }
                 if let Ok(mut n) = kills.lock() {
                     *n += 1;
@@ -196,7 +188,7 @@ async fn the_controller_converges_after_sigkills_during_a_hundred_operations() {
         match op {
             0 => {
                 let name = format!("chaos-{i}");
-                env.create(
+                env.create_database(
                     &name,
                     json!({"engine": "mysql", "version": "8.4", "storage": "1Gi"}),
                 )
@@ -207,13 +199,8 @@ async fn the_controller_converges_after_sigkills_during_a_hundred_operations() {
             1 => {
                 let name = pick(&mut rng, &live);
                 let replicas = i32::try_from(1 + rng.below(3)).unwrap_or(1);
-                dbs.patch(
-                    &name,
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({"spec": {"replicas": replicas}})),
-                )
-                .await
-                .expect("updated");
+                env.patch_database(&name, json!({"spec": {"replicas": replicas}}))
+                    .await;
                 live.insert(name, replicas);
                 updated_count += 1;
             }
@@ -241,38 +228,36 @@ async fn the_controller_converges_after_sigkills_during_a_hundred_operations() {
 
     // Converge: every deleted Database gone, every live one Running at its replicas.
     let started = Instant::now();
-    let converge = Duration::from_secs(180);
-    loop {
-        let list = dbs.list(&ListParams::default()).await.expect("list");
-        let names: BTreeSet<String> = list.items.iter().map(ResourceExt::name_any).collect();
-        let done = deleted.iter().all(|n| !names.contains(n))
-            && live.iter().all(|(name, replicas)| {
-                list.items.iter().any(|d| {
-                    d.name_any() == *name
-                        && d.status.as_ref().is_some_and(|s| {
-                            s.phase == Phase::Running
-                                && s.replicas == *replicas
-                                && s.observed_generation == d.metadata.generation
-                        })
-                })
-            });
-        if done {
-            break;
-        }
-        assert!(
-            started.elapsed() < converge,
-            "not converged after {converge:?}: {:?}",
-            list.items
+    Wait::new("convergence", Duration::from_secs(180))
+        .every(Duration::from_millis(500))
+        .until_ok(|| async {
+            let list = dbs.list(&ListParams::default()).await.expect("list");
+            let names: BTreeSet<String> = list.items.iter().map(ResourceExt::name_any).collect();
+            let done = deleted.iter().all(|n| !names.contains(n))
+                && live.iter().all(|(name, replicas)| {
+                    list.items.iter().any(|d| {
+                        d.name_any() == *name
+                            && d.status.as_ref().is_some_and(|s| {
+                                s.phase == Phase::Running
+                                    && s.replicas == *replicas
+                                    && s.observed_generation == d.metadata.generation
+                            })
+                    })
+                });
+            if done {
+                return Ok(());
+            }
+            let state: Vec<_> = list
+                .items
                 .iter()
-                .map(|d| (
-                    d.name_any(),
-                    d.status.as_ref().map(|s| (s.phase, s.replicas)),
-                    d.finalizers().to_vec()
-                ))
-                .collect::<Vec<_>>()
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+                .map(|d| {
+                    let status = d.status.as_ref().map(|s| (s.phase, s.replicas));
+                    (d.name_any(), status, d.finalizers().to_vec())
+                })
+                .collect();
+            Err(format!("not converged: {state:?}"))
+        })
+        .await;
     eprintln!(
         "converged {:.1?} after the last operation",
         started.elapsed()
@@ -377,7 +362,7 @@ async fn the_controller_converges_after_sigkills_during_a_hundred_operations() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_an_api_server_restart_and_compaction_the_controller_relists_and_misses_nothing() {
     let mut env = Env::start(Options::default()).await;
-    env.create(
+    env.create_database(
         "before",
         json!({"engine": "postgres", "version": "16", "storage": "1Gi"}),
     )
@@ -397,11 +382,10 @@ async fn after_an_api_server_restart_and_compaction_the_controller_relists_and_m
     env.plane.stop_apiserver();
     let other = testenv::client_from(&second).await.expect("client");
     let other_dbs: Api<Database> = Api::namespaced(other.clone(), NAMESPACE);
-    let db: Database = serde_json::from_value(json!({
-        "apiVersion": "mycompany.io/v1", "kind": "Database", "metadata": {"name": "during"},
-        "spec": {"engine": "mysql", "version": "8.4", "storage": "1Gi"},
-    }))
-    .expect("Database");
+    let db = fixtures::database(
+        "during",
+        &json!({"engine": "mysql", "version": "8.4", "storage": "1Gi"}),
+    );
     other_dbs
         .create(&kube::api::PostParams::default(), &db)
         .await

@@ -2,6 +2,9 @@
 //! the Lease reconciles (the standby writes nothing), a crashed holder is replaced after
 //! the lease duration, and a cleanly stopped one hands over at once.
 
+// The election trials and their measurements are one scenario, told in one function.
+#![allow(clippy::too_many_lines)]
+
 use std::time::{Duration, Instant};
 
 use clap::Parser;
@@ -11,10 +14,12 @@ use database_controller::cli::Cli;
 use futures::FutureExt;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, PostParams};
 use kube::{Client, CustomResourceExt};
 use serde_json::json;
+use testenv::toolkit::operator::controller_args;
+use testenv::toolkit::wait::{WAIT, eventually};
+use testenv::toolkit::{Cluster, fixtures};
 use testenv::{ControlPlane, Options};
 
 const LEASE_NAMESPACE: &str = "database-operator-system";
@@ -29,22 +34,18 @@ fn start_replica(plane: &ControlPlane, identity: &str) -> Replica {
     let kubeconfig = plane
         .kubeconfig_for(identity, &["system:masters"])
         .expect("kubeconfig");
-    let cli = Cli::parse_from([
-        "controller",
-        "--kubeconfig",
-        kubeconfig.to_str().expect("path"),
-        "--leader-elect",
-        "--leader-election-namespace",
-        LEASE_NAMESPACE,
-        "--identity",
-        identity,
-        "--metrics-bind-address",
-        "127.0.0.1:0",
-        "--health-probe-bind-address",
-        "127.0.0.1:0",
-        "--log-format",
-        "plain",
-    ]);
+    let mut args = controller_args(&kubeconfig);
+    args.extend(
+        [
+            "--leader-elect",
+            "--leader-election-namespace",
+            LEASE_NAMESPACE,
+            "--identity",
+            identity,
+        ]
+        .map(str::to_owned),
+    );
+    let cli = Cli::parse_from(std::iter::once("controller".to_owned()).chain(args));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(database_controller::app::run(cli, stopped.map(|_| ())));
     Replica {
@@ -63,54 +64,36 @@ async fn holder(leases: &Api<Lease>) -> Option<String> {
         .holder_identity
 }
 
+/// Waits until `wanted` holds the Lease; how long that took.
 async fn wait_for_holder(leases: &Api<Lease>, wanted: &str, timeout: Duration) -> Duration {
     let started = Instant::now();
-    while holder(leases).await.as_deref() != Some(wanted) {
-        assert!(
-            started.elapsed() < timeout,
-            "{wanted} did not take the Lease within {timeout:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let what = format!("{wanted} to take the Lease");
+    eventually(timeout, &what, || async {
+        (holder(leases).await.as_deref() == Some(wanted)).then_some(())
+    })
+    .await;
     started.elapsed()
 }
 
 async fn create_and_wait(client: &Client, name: &str) {
     let api: Api<Database> = Api::namespaced(client.clone(), "default");
-    let db = serde_json::from_value(json!({
-        "apiVersion": "mycompany.io/v1", "kind": "Database",
-        "metadata": {"name": name}, "spec": {"engine": "postgres", "version": "16", "storage": "1Gi"},
-    }))
-    .expect("Database");
-    api.create(&PostParams::default(), &db)
+    let spec = json!({"engine": "postgres", "version": "16", "storage": "1Gi"});
+    api.create(&PostParams::default(), &fixtures::database(name, &spec))
         .await
         .expect("created");
     let sets: Api<StatefulSet> = Api::namespaced(client.clone(), "default");
-    let started = Instant::now();
-    while sets.get_opt(name).await.expect("get").is_none() {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "{name} was not reconciled"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let what = format!("{name} reconciled");
+    eventually(WAIT, &what, || async {
+        sets.get_opt(name).await.expect("get")
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_replica_reconciles_and_a_standby_takes_over() {
-    let plane = ControlPlane::start(Options::default().with_audit())
-        .await
-        .expect("control plane");
-    let client = plane.client().await.expect("client");
-    for crd in [Database::crd(), DatabaseBackup::crd()] {
-        testenv::install_crd(&client, &crd).await.expect("CRD");
-    }
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let ns = serde_json::from_value(json!({"metadata": {"name": LEASE_NAMESPACE}})).expect("ns");
-    namespaces
-        .create(&PostParams::default(), &ns)
-        .await
-        .expect("namespace");
+    let crds = [Database::crd(), DatabaseBackup::crd()];
+    let Cluster { plane, client, .. } =
+        Cluster::start(Options::default().with_audit(), &crds, LEASE_NAMESPACE).await;
     let leases: Api<Lease> = Api::namespaced(client.clone(), LEASE_NAMESPACE);
 
     let a = start_replica(&plane, "replica-a");

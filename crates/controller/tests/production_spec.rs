@@ -2,25 +2,19 @@
 //! client Service or the configuration ConfigMap as documented, a hand edit of what
 //! the operator set is reverted, and bad values are refused naming the field.
 
+// Each spec change and what it must change are one scenario, told in one function.
+#![allow(clippy::too_many_lines)]
+
 mod common;
 
-use common::{Env, WAIT, eventually};
+use common::Env;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
 use testenv::Options;
-
-async fn wait_for<K>(api: &Api<K>, name: &str) -> K
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    eventually(WAIT, name, || async {
-        api.get_opt(name).await.ok().flatten()
-    })
-    .await
-}
+use testenv::toolkit::wait::{WAIT, eventually, gone, wait_for};
 
 fn production_spec() -> serde_json::Value {
     json!({
@@ -40,7 +34,7 @@ fn production_spec() -> serde_json::Value {
 #[tokio::test]
 async fn every_field_reaches_its_object_and_a_hand_edit_is_reverted() {
     let env = Env::start(Options::default()).await;
-    env.create("orders", production_spec()).await;
+    env.create_database("orders", production_spec()).await;
     let (text, restart_revision) = fields_reach_their_objects(&env).await;
     hand_edits_are_put_back(&env, &text).await;
     changes_land_where_they_should(&env, &restart_revision).await;
@@ -142,17 +136,11 @@ async fn changes_land_where_they_should(env: &Env, restart_revision: &str) {
     let configmaps: Api<ConfigMap> = env.api();
     // A setting applied in place changes the file, not the template; one that needs a
     // restart changes the template.
-    let databases = env.databases();
-    databases
-        .patch(
-            "orders",
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"spec": {"parameters": {"work_mem": "32MB", "max_connections": "150"}}}),
-            ),
-        )
-        .await
-        .expect("patched");
+    env.patch_database(
+        "orders",
+        json!({"spec": {"parameters": {"work_mem": "32MB", "max_connections": "150"}}}),
+    )
+    .await;
     eventually(WAIT, "the new work_mem in the file", || async {
         let config = configmaps.get("orders-config").await.ok()?;
         config
@@ -174,16 +162,11 @@ async fn changes_land_where_they_should(env: &Env, restart_revision: &str) {
         restart_revision,
         "work_mem needs no restart"
     );
-    databases
-        .patch(
-            "orders",
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"spec": {"parameters": {"max_connections": "200"}, "service": null}}),
-            ),
-        )
-        .await
-        .expect("patched");
+    env.patch_database(
+        "orders",
+        json!({"spec": {"parameters": {"max_connections": "200"}, "service": null}}),
+    )
+    .await;
     eventually(WAIT, "a new restart revision in the template", || async {
         let set = sets.get("orders").await.ok()?;
         let annotations = set.spec?.template.metadata?.annotations?;
@@ -200,23 +183,12 @@ async fn changes_land_where_they_should(env: &Env, restart_revision: &str) {
     })
     .await;
     // Without parameters and memory limit the file goes, and so does its mount.
-    databases
-        .patch(
-            "orders",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"parameters": null, "resources": null}})),
-        )
-        .await
-        .expect("patched");
-    eventually(WAIT, "the ConfigMap is gone", || async {
-        configmaps
-            .get_opt("orders-config")
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
+    env.patch_database(
+        "orders",
+        json!({"spec": {"parameters": null, "resources": null}}),
+    )
     .await;
+    gone(&configmaps, "orders-config", WAIT).await;
     let set = sets.get("orders").await.expect("set");
     assert_eq!(
         set.spec
@@ -237,7 +209,7 @@ async fn bad_values_are_refused_naming_the_field_and_the_storage_class_cannot_ch
     let mut bad = production_spec();
     bad["parameters"] = json!({"port": "6543"});
     bad["resources"] = json!({"limits": {"memory": "64Mi"}});
-    env.create("bad", bad).await;
+    env.create_database("bad", bad).await;
     let status = eventually(WAIT, "Failed phase", || async {
         let db = env.databases().get("bad").await.ok()?;
         db.status.filter(|s| s.phase == database_api::Phase::Failed)
@@ -255,7 +227,7 @@ async fn bad_values_are_refused_naming_the_field_and_the_storage_class_cannot_ch
 
     // The API server keeps the storage class: CEL refuses a change, and setting one
     // after creation.
-    env.create("orders", production_spec()).await;
+    env.create_database("orders", production_spec()).await;
     let databases = env.databases();
     for patch in [
         json!({"spec": {"storageClassName": "slow"}}),
@@ -270,7 +242,7 @@ async fn bad_values_are_refused_naming_the_field_and_the_storage_class_cannot_ch
             "{error}"
         );
     }
-    env.create(
+    env.create_database(
         "plain",
         json!({"engine": "mysql", "version": "8.4", "storage": "1Gi"}),
     )

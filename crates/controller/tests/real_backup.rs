@@ -8,19 +8,26 @@
 //! postgres and mysql run real here. mongodb's dump tools (mongodump, mongorestore)
 //! are served by no registry these machines reach, so its backups are not tested.
 
+// Writing, backing up, deleting and restoring are one scenario, told in one function.
+#![allow(clippy::too_many_lines)]
+
+mod backup_store;
 mod common;
 
 use std::time::Duration;
 
-use common::real::{MYSQL_FROM_URI, REAL_WAIT, run_client, wait_running};
-use common::store::{create_bucket, destination, start_with_store};
-use common::{Env, NAMESPACE, eventually};
+use backup_store::{create_bucket, start_with_store};
+use common::{Env, NAMESPACE};
 use database_api::Database;
 use database_api::backup::{BackupPhase, DatabaseBackup};
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use serde_json::{Value, json};
+use testenv::clients::MYSQL_FROM_URI;
 use testenv::object_store::ObjectStore;
+use testenv::toolkit::fixtures;
+use testenv::toolkit::real_tier::{REAL_WAIT, run_client, wait_running};
+use testenv::toolkit::wait::eventually;
 
 /// Rows the tests write and count back.
 const ROWS: u32 = 5000;
@@ -71,13 +78,8 @@ async fn start(engine: &Engine) -> (Env, ObjectStore) {
     start_with_store(&[engine.image, "operator"]).await
 }
 
-async fn create_backup(env: &Env, name: &str, database: &str, destination: Option<Value>) {
-    let backup: DatabaseBackup = serde_json::from_value(json!({
-        "apiVersion": "mycompany.io/v1", "kind": "DatabaseBackup",
-        "metadata": {"name": name, "namespace": NAMESPACE},
-        "spec": {"database": database, "destination": destination},
-    }))
-    .expect("a DatabaseBackup");
+async fn create_backup(env: &Env, name: &str, database: &str, destination: &Value) {
+    let backup = fixtures::database_backup(name, database, Some(destination));
     env.api::<DatabaseBackup>()
         .create(&PostParams::default(), &backup)
         .await
@@ -120,7 +122,7 @@ fn condition(db: &Database, type_: &str) -> Option<(String, String, String)> {
 async fn backup_and_restore(engine: &Engine) {
     let (env, store) = start(engine).await;
     create_bucket(&store, "backups").await;
-    env.create(
+    env.create_database(
         "orders",
         json!({"engine": engine.name, "version": engine.version, "storage": "1Gi", "deletionPolicy": "Delete"}),
     )
@@ -135,7 +137,7 @@ async fn backup_and_restore(engine: &Engine) {
         &env,
         "orders-before-move",
         "orders",
-        Some(destination(&store, "backups")),
+        &store.destination("backups", "dumps/"),
     )
     .await;
     let backup = finished(&env, "orders-before-move").await;
@@ -178,7 +180,7 @@ async fn backup_and_restore(engine: &Engine) {
     })
     .await;
 
-    env.create(
+    env.create_database(
         "orders-restored",
         json!({"engine": engine.name, "version": engine.version, "storage": "1Gi",
                "restoreFrom": {"backup": "orders-before-move"}}),
@@ -229,11 +231,11 @@ async fn mysql_rows_survive_backup_deletion_and_restore() {
 async fn a_failed_scheduled_backup_is_reported_and_the_schedule_and_retention_go_on() {
     let engine = postgres();
     let (env, store) = start(&engine).await;
-    env.create(
+    env.create_database(
         "orders",
         json!({"engine": "postgres", "version": "17", "storage": "1Gi", "backup": {
             "schedule": "* * * * *", "retention": {"count": 1},
-            "destination": destination(&store, "nightly"),
+            "destination": store.destination("nightly", "dumps/"),
         }}),
     )
     .await;
@@ -306,7 +308,7 @@ async fn first_backup_fails(env: &Env) -> DatabaseBackup {
     let (_, reason, message) = condition(&db, "LastBackupSucceeded").expect("the condition");
     assert_eq!(reason, "BackupFailed");
     assert!(message.contains("NoSuchBucket"), "{message}");
-    let events = common::events_of(env, "Database", "orders").await;
+    let events = env.events_of("Database", "orders").await;
     assert!(
         events
             .iter()
@@ -350,14 +352,8 @@ async fn retention_keeps_the_newest(
     )
     .await;
     // No more new backups; the retention still holds the ones there are to one.
-    env.databases()
-        .patch(
-            "orders",
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(json!({"spec": {"backup": {"suspend": true}}})),
-        )
-        .await
-        .expect("schedule suspended");
+    env.patch_database("orders", json!({"spec": {"backup": {"suspend": true}}}))
+        .await;
     let kept = eventually(
         Duration::from_secs(180),
         "one finished backup kept",

@@ -8,15 +8,17 @@ mod common;
 
 use std::time::Instant;
 
-use common::real::{
-    MYSQL_FROM_URI, REAL_WAIT, enforce_restricted, exec, restart_pod, run_client, wait_running,
-};
-use common::{Env, eventually};
+use common::Env;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::Api;
-use kube::api::{Patch, PatchParams};
+
 use serde_json::json;
 use testenv::Options;
+use testenv::clients::MYSQL_FROM_URI;
+use testenv::toolkit::real_tier::{
+    REAL_WAIT, enforce_restricted, exec, restart_pod, run_client, wait_running,
+};
+use testenv::toolkit::wait::eventually;
 
 /// One engine's image and how a client writes and reads a row with the connection URI.
 struct Engine {
@@ -72,7 +74,7 @@ async fn start(engine: &Engine) -> Env {
 async fn keeps_a_row_across_a_restart(engine: Engine) -> Env {
     let env = start(&engine).await;
     let started = Instant::now();
-    env.create("orders", engine.spec.clone()).await;
+    env.create_database("orders", engine.spec.clone()).await;
     wait_running(&env, "orders").await;
     eprintln!(
         "{}: create to Running on a real node in {:.1?}",
@@ -145,7 +147,7 @@ async fn mongodb_serves_the_connection_uri_and_keeps_documents_across_a_restart(
 async fn the_server_runs_as_uid_999_on_a_read_only_root_under_restricted_pod_security() {
     let engine = postgres();
     let env = start(&engine).await;
-    env.create("orders", engine.spec.clone()).await;
+    env.create_database("orders", engine.spec.clone()).await;
     wait_running(&env, "orders").await;
     let uid = exec(&env, "orders-0", &["id", "-u"])
         .await
@@ -175,7 +177,7 @@ async fn the_server_runs_as_uid_999_on_a_read_only_root_under_restricted_pod_sec
 async fn grown_storage_reaches_the_server_and_the_rows_stay() {
     let engine = postgres();
     let env = start(&engine).await;
-    env.create("orders", engine.spec.clone()).await;
+    env.create_database("orders", engine.spec.clone()).await;
     wait_running(&env, "orders").await;
     let (ok, output) = run_client(&env, "orders", engine.client_image, &engine.write).await;
     assert!(ok, "{output}");
@@ -194,14 +196,8 @@ async fn grown_storage_reaches_the_server_and_the_rows_stay() {
     };
     let before = size().await;
 
-    env.databases()
-        .patch(
-            "orders",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"storage": "2Gi"}})),
-        )
-        .await
-        .expect("storage grown");
+    env.patch_database("orders", json!({"spec": {"storage": "2Gi"}}))
+        .await;
     let claims: Api<PersistentVolumeClaim> = env.api();
     eventually(REAL_WAIT, "the claim asks for 2Gi", || async {
         let claim = claims.get("data-orders-0").await.ok()?;

@@ -4,12 +4,15 @@
 mod common;
 
 use common::Env;
-use common::real::{
-    cordon, create_replicated, enforce_restricted, new_primary, replicated, run_client,
-    scale_and_wait_replicated, wait_running,
-};
 use serde_json::json;
 use testenv::Options;
+use testenv::toolkit::failover::{
+    assert_none_lost, assert_primary, assert_written_on_a_primary,
+    controller_killed_mid_failover_finishes_it, hang_the_primary, kill_the_primary_under_writes,
+    lose_the_primary, replicated, scale_and_wait_replicated, switchover_under_writes,
+    three_with_a_short_bound, write_from,
+};
+use testenv::toolkit::real_tier::{cordon, enforce_restricted, exec, run_client, wait_running};
 
 const WRITE: &str = r#"psql "$URI" -v ON_ERROR_STOP=1 -c "CREATE TABLE IF NOT EXISTS orders (id int PRIMARY KEY, item text); INSERT INTO orders VALUES (1, 'tea')""#;
 /// Reads the row through `-ro` (waiting for it to arrive) and says whether the server
@@ -25,7 +28,7 @@ async fn start() -> Env {
 #[tokio::test]
 async fn three_instances_are_one_primary_and_two_streaming_replicas() {
     let env = start().await;
-    env.create(
+    env.create_database(
         "orders",
         json!({"engine": "postgres", "version": "17", "storage": "1Gi", "replicas": 3}),
     )
@@ -49,57 +52,45 @@ async fn three_instances_are_one_primary_and_two_streaming_replicas() {
 #[tokio::test]
 async fn a_lost_primary_is_replaced_by_a_replica_and_rejoins_as_one() {
     let env = start().await;
-    three_with_a_short_bound(&env).await;
+    three_with_a_short_bound(&env, "postgres", "17").await;
     let (ok, output) = run_client(&env, "orders", "postgres:17", WRITE).await;
     assert!(ok, "{output}");
 
     // The primary's Pod goes, and cannot come back while the node takes no new Pods.
-    let promoted = common::real::lose_the_primary(&env).await;
+    let promoted = lose_the_primary(&env).await;
     // No new Pod can start on the cordoned node: write through -rw from a replica's.
-    let output = common::real::exec(
+    // -rw follows the label once the Service's endpoints and kube-proxy have it.
+    write_from(
         &env,
         "orders-2",
-        // -rw follows the label once the Service's endpoints and kube-proxy have it.
-        &[
-            "sh",
-            "-c",
-            &write_through_rw(
-                "postgresql://$DATABASE_APP_USERNAME:$DATABASE_APP_PASSWORD@orders-rw:5432/app",
-                20,
-            ),
-        ],
+        &write_through_rw(
+            "postgresql://$DATABASE_APP_USERNAME:$DATABASE_APP_PASSWORD@orders-rw:5432/app",
+            20,
+        ),
+        "t",
     )
-    .await
-    .expect("a write through -rw");
-    assert_written_on_a_primary(&output);
+    .await;
 
     // The old primary comes back, as a replica with both rows.
     cordon(&env, false).await;
     replicated(&env, "orders").await;
     assert_follows_with_rows(&env, "orders-0", 2).await;
-    let db = env.databases().get("orders").await.expect("database");
-    assert_eq!(db.status.and_then(|s| s.primary), Some(promoted));
+    assert_primary(&env, &promoted).await;
 }
 
 #[tokio::test]
 async fn a_hung_primary_is_fenced_replaced_and_rejoins_as_a_replica() {
     let env = start().await;
-    three_with_a_short_bound(&env).await;
+    three_with_a_short_bound(&env, "postgres", "17").await;
     let (ok, output) = run_client(&env, "orders", "postgres:17", WRITE).await;
     assert!(ok, "{output}");
 
     // The server stops answering but its Pod stays: unready, not gone.
-    common::real::hang_server(&env, "orders-0", "postgres").await;
-    let started = std::time::Instant::now();
-    let promoted = new_primary(&env, "orders", "orders-0").await;
-    eprintln!(
-        "failover to {promoted} in {:.1?} after the primary hung (readiness needs 30 s to fail)",
-        started.elapsed()
-    );
+    let (_, promoted) = hang_the_primary(&env, "postgres").await;
     let (ok, output) =
         run_client(&env, "orders", "postgres:17", &write_through_rw("$URI", 30)).await;
     assert!(ok, "a write through -rw: {output}");
-    assert_written_on_a_primary(&output);
+    assert_written_on_a_primary(&output, "t");
 
     // The hung instance was deleted (fenced) and comes back as a replica with both rows.
     let db = replicated(&env, "orders").await;
@@ -109,37 +100,16 @@ async fn a_hung_primary_is_fenced_replaced_and_rejoins_as_a_replica() {
 
 /// A shell script that inserts row 2 through `uri`, retrying once a second up to
 /// `attempts` times (the Service follows a new primary within seconds), and prints
-/// `written on primary=<t|f>` for the attempt that succeeded.
+/// `written on primary=<t|f>` for the attempt that succeeded (`t`: out of recovery).
 fn write_through_rw(uri: &str, attempts: u32) -> String {
     format!(
         r#"export PGCONNECT_TIMEOUT=3; for i in $(seq {attempts}); do if answer=$(psql "{uri}" -qtA -v ON_ERROR_STOP=1 -c "INSERT INTO orders VALUES (2, 'coffee') RETURNING NOT pg_is_in_recovery()"); then echo "written on primary=$answer"; exit 0; fi; sleep 1; done; exit 1"#
     )
 }
 
-/// The write of [`write_through_rw`] landed on an instance out of recovery. Earlier
-/// attempts may have failed while the Service still routed to the old primary.
-fn assert_written_on_a_primary(output: &str) {
-    assert!(
-        output
-            .lines()
-            .any(|line| line.trim() == "written on primary=t"),
-        "-rw reaches a writable primary: {output}"
-    );
-}
-
-/// Database `orders`: three instances, failover after 10 s, every replica streaming.
-async fn three_with_a_short_bound(env: &Env) {
-    create_replicated(
-        env,
-        json!({"engine": "postgres", "version": "17", "storage": "1Gi", "replicas": 3,
-               "replication": {"failoverAfterSeconds": 10}}),
-    )
-    .await;
-}
-
 /// Instance `pod` is a replica (in recovery) holding `rows` rows of `orders`.
 async fn assert_follows_with_rows(env: &Env, pod: &str, rows: usize) {
-    let answer = common::real::exec(
+    let answer = exec(
         env,
         pod,
         &[
@@ -174,7 +144,7 @@ async fn lost_writes(env: &Env, name: &str, output: &str) -> (Vec<u32>, Vec<u32>
 #[tokio::test]
 async fn a_switchover_under_writes_loses_no_acknowledged_write() {
     let env = start().await;
-    env.create(
+    env.create_database(
         "orders",
         json!({"engine": "postgres", "version": "17", "storage": "1Gi", "replicas": 2}),
     )
@@ -182,10 +152,9 @@ async fn a_switchover_under_writes_loses_no_acknowledged_write() {
     wait_running(&env, "orders").await;
     replicated(&env, "orders").await;
     let writer = testenv::clients::postgres_writer(40, 1);
-    let (output, primary) =
-        common::real::switchover_under_writes(&env, "postgres:17", &writer, "orders-1").await;
+    let (output, primary) = switchover_under_writes(&env, "postgres:17", &writer, "orders-1").await;
     assert_eq!(primary, "orders-1");
-    common::real::assert_none_lost(
+    assert_none_lost(
         &env,
         "postgres:17",
         testenv::clients::POSTGRES_WRITTEN,
@@ -198,7 +167,7 @@ async fn a_switchover_under_writes_loses_no_acknowledged_write() {
 #[tokio::test]
 async fn scaling_adds_and_removes_replicas_never_the_primary() {
     let env = start().await;
-    env.create(
+    env.create_database(
         "orders",
         json!({"engine": "postgres", "version": "17", "storage": "1Gi", "replicas": 3}),
     )
@@ -246,8 +215,7 @@ async fn failover_under_writes(env: &Env, trial: u32) -> (std::time::Duration, u
         .and_then(|d| d.status?.primary)
         .expect("a primary");
     let writer = testenv::clients::postgres_writer(45, trial * 1_000_000);
-    let (output, took) =
-        common::real::kill_the_primary_under_writes(env, "postgres:17", &writer, &old).await;
+    let (output, took) = kill_the_primary_under_writes(env, "postgres:17", &writer, &old).await;
     replicated(env, "orders").await;
     let (acknowledged, lost) = lost_writes(env, "orders", &output).await;
     eprintln!(
@@ -266,7 +234,7 @@ fn trials() -> u32 {
 #[tokio::test]
 async fn in_sync_mode_a_failover_loses_no_acknowledged_write() {
     let env = start().await;
-    env.create(
+    env.create_database(
         "orders",
         json!({"engine": "postgres", "version": "17", "storage": "1Gi", "replicas": 3,
                "replication": {"mode": "Sync", "failoverAfterSeconds": 10}}),
@@ -274,7 +242,7 @@ async fn in_sync_mode_a_failover_loses_no_acknowledged_write() {
     .await;
     wait_running(&env, "orders").await;
     replicated(&env, "orders").await;
-    let setting = common::real::exec(
+    let setting = exec(
         &env,
         "orders-0",
         &[
@@ -298,7 +266,7 @@ async fn in_sync_mode_a_failover_loses_no_acknowledged_write() {
 #[tokio::test]
 async fn in_async_mode_failovers_are_measured_and_the_set_heals() {
     let env = start().await;
-    three_with_a_short_bound(&env).await;
+    three_with_a_short_bound(&env, "postgres", "17").await;
     let (mut acknowledged, mut lost) = (0, 0);
     for trial in 1..=trials() {
         let (took, acked, gone) = failover_under_writes(&env, trial).await;
@@ -318,7 +286,7 @@ async fn in_async_mode_failovers_are_measured_and_the_set_heals() {
 #[tokio::test]
 async fn a_controller_killed_in_the_middle_of_a_failover_finishes_it_when_it_is_back() {
     let mut env = start().await;
-    common::real::controller_killed_mid_failover_finishes_it(
+    controller_killed_mid_failover_finishes_it(
         &mut env,
         json!({"engine": "postgres", "version": "17", "storage": "1Gi", "replicas": 2,
                "replication": {"failoverAfterSeconds": 10}}),

@@ -5,13 +5,19 @@
 
 mod common;
 
-use common::real::{
-    REAL_WAIT, assert_none_lost, cordon, create_replicated, enforce_restricted, exec, new_primary,
-    replicated, run_client, scale_and_wait_replicated,
-};
-use common::{Env, eventually};
+use common::Env;
 use serde_json::json;
 use testenv::Options;
+use testenv::toolkit::failover::{
+    assert_none_lost, assert_primary, assert_written_on_a_primary,
+    controller_killed_mid_failover_finishes_it, create_replicated, hang_the_primary,
+    kill_the_primary_under_writes, lose_the_primary, replicated, scale_and_wait_replicated,
+    switchover_under_writes, write_from,
+};
+use testenv::toolkit::real_tier::{
+    REAL_WAIT, cordon, enforce_restricted, exec, run_client, wait_for_answer,
+};
+use testenv::toolkit::wait::eventually;
 
 const CLIENT: &str = "mongo:6.0";
 
@@ -39,16 +45,6 @@ fn write_document(uri: &str, id: u32) -> String {
     )
 }
 
-/// The write of [`write_document`] landed on the primary.
-fn assert_written_on_a_primary(output: &str) {
-    assert!(
-        output
-            .lines()
-            .any(|line| line.trim() == "written on primary=true"),
-        "-rw reaches the primary: {output}"
-    );
-}
-
 /// What member `pod` says of itself, as the administrator: its state and how many
 /// documents `app.orders` holds on it.
 const MEMBER: &str = r#"mongosh --quiet --eval '
@@ -60,18 +56,8 @@ print(db.getSiblingDB("app").orders.countDocuments({}))'"#;
 /// Member `pod` is a secondary holding `documents` documents.
 async fn assert_secondary_with(env: &Env, pod: &str, documents: usize) {
     let what = format!("{pod} a secondary with {documents} documents");
-    let expected = ["SECONDARY".to_owned(), documents.to_string()];
-    eventually(REAL_WAIT, &what, || async {
-        exec(env, pod, &["sh", "-c", MEMBER])
-            .await
-            .ok()
-            .filter(|answer| {
-                answer
-                    .split_whitespace()
-                    .eq(expected.iter().map(String::as_str))
-            })
-    })
-    .await;
+    let expected = ["SECONDARY", &documents.to_string()];
+    wait_for_answer(env, pod, &["sh", "-c", MEMBER], &expected, &what).await;
 }
 
 #[tokio::test]
@@ -93,7 +79,7 @@ async fn three_mongodb_instances_are_one_replica_set_read_through_ro() {
 
     let (ok, output) = run_client(&env, "orders", CLIENT, &write_document("$URI", 1)).await;
     assert!(ok, "{output}");
-    assert_written_on_a_primary(&output);
+    assert_written_on_a_primary(&output, "true");
     // Read through -ro: the document arrives, on a secondary that refuses writes.
     let read = r#"for i in $(seq 30); do item=$(mongosh "$RO_URI" --quiet --eval 'const d = db.orders.findOne({ _id: 1 }); print(d ? d.item : "")' 2>/dev/null) && [ -n "$item" ] && break; sleep 1; done; echo "$item"
 mongosh "$RO_URI" --quiet --eval 'print(db.hello().secondary)'
@@ -136,30 +122,18 @@ async fn a_lost_mongodb_primary_is_replaced_by_election_and_rejoins_as_a_seconda
     assert!(ok, "{output}");
 
     // The primary's Pod goes, and cannot come back while the node takes no new Pods.
-    let elected = common::real::lose_the_primary(&env).await;
+    let elected = lose_the_primary(&env).await;
     // No new Pod can start on the cordoned node: write from a secondary's container.
-    let output = exec(
-        &env,
-        "orders-1",
-        &[
-            "sh",
-            "-c",
-            &write_document(
+    write_from(&env, "orders-1", &write_document(
                 "mongodb://$DATABASE_APP_USERNAME:$DATABASE_APP_PASSWORD@orders-rw:27017/app?authSource=admin",
                 2,
-            ),
-        ],
-    )
-    .await
-    .expect("a write through -rw");
-    assert_written_on_a_primary(&output);
+            ), "true").await;
 
     // The old primary comes back as a secondary with both documents.
     cordon(&env, false).await;
     replicated(&env, "orders").await;
     assert_secondary_with(&env, "orders-0", 2).await;
-    let db = env.databases().get("orders").await.expect("database");
-    assert_eq!(db.status.and_then(|s| s.primary), Some(elected));
+    assert_primary(&env, &elected).await;
 }
 
 #[tokio::test]
@@ -167,18 +141,13 @@ async fn a_mongodb_switchover_under_writes_loses_no_acknowledged_write() {
     let env = start().await;
     replica_set(&env, 3).await;
     let writer = testenv::clients::mongodb_writer(45, 1);
-    let (output, primary) =
-        common::real::switchover_under_writes(&env, CLIENT, &writer, "orders-2").await;
+    let (output, primary) = switchover_under_writes(&env, CLIENT, &writer, "orders-2").await;
     assert_eq!(primary, "orders-2");
 
     assert_none_lost(&env, CLIENT, testenv::clients::MONGODB_WRITTEN, &output).await;
 
     replicated(&env, "orders").await;
-    let db = env.databases().get("orders").await.expect("database");
-    assert_eq!(
-        db.status.and_then(|s| s.primary).as_deref(),
-        Some("orders-2")
-    );
+    assert_primary(&env, "orders-2").await;
     let annotations = env
         .databases()
         .get("orders")
@@ -229,7 +198,7 @@ async fn mongodb_scaling_adds_and_removes_members_never_the_primary() {
     // One member left: the primary, still taking writes with the document.
     let (ok, output) = run_client(&env, "orders", CLIENT, &write_document("$URI", 2)).await;
     assert!(ok, "{output}");
-    assert_written_on_a_primary(&output);
+    assert_written_on_a_primary(&output, "true");
 }
 
 #[tokio::test]
@@ -240,16 +209,10 @@ async fn a_hung_mongodb_primary_is_replaced_by_election_and_rejoins_once_it_wake
     assert!(ok, "{output}");
 
     // The server stops answering but its Pod stays: the others stop hearing from it.
-    let pid = common::real::hang_server(&env, "orders-0", "mongod").await;
-    let started = std::time::Instant::now();
-    let elected = new_primary(&env, "orders", "orders-0").await;
-    eprintln!(
-        "{elected} elected and followed in {:.1?} after the primary hung",
-        started.elapsed()
-    );
+    let (pid, elected) = hang_the_primary(&env, "mongod").await;
     let (ok, output) = run_client(&env, "orders", CLIENT, &write_document("$URI", 2)).await;
     assert!(ok, "a write through -rw: {output}");
-    assert_written_on_a_primary(&output);
+    assert_written_on_a_primary(&output, "true");
 
     // Woken, the old primary learns of the new term, steps down and follows.
     let status = std::process::Command::new("kill")
@@ -259,8 +222,7 @@ async fn a_hung_mongodb_primary_is_replaced_by_election_and_rejoins_once_it_wake
     assert!(status.success(), "SIGCONT to {pid}");
     assert_secondary_with(&env, "orders-0", 2).await;
     replicated(&env, "orders").await;
-    let db = env.databases().get("orders").await.expect("database");
-    assert_eq!(db.status.and_then(|s| s.primary), Some(elected));
+    assert_primary(&env, &elected).await;
 }
 
 #[tokio::test]
@@ -287,8 +249,7 @@ async fn in_sync_mode_a_killed_mongodb_primary_loses_no_acknowledged_write() {
 
     // The primary is killed with no grace on a cordoned node under a writer.
     let writer = testenv::clients::mongodb_writer(50, 1);
-    let (output, _) =
-        common::real::kill_the_primary_under_writes(&env, CLIENT, &writer, "orders-0").await;
+    let (output, _) = kill_the_primary_under_writes(&env, CLIENT, &writer, "orders-0").await;
     replicated(&env, "orders").await;
     assert_none_lost(&env, CLIENT, testenv::clients::MONGODB_WRITTEN, &output).await;
     eventually(REAL_WAIT, "orders-0 a secondary again", || async {
@@ -303,7 +264,7 @@ async fn in_sync_mode_a_killed_mongodb_primary_loses_no_acknowledged_write() {
 #[tokio::test]
 async fn a_controller_killed_while_following_an_election_finishes_it_when_it_is_back() {
     let mut env = start().await;
-    common::real::controller_killed_mid_failover_finishes_it(
+    controller_killed_mid_failover_finishes_it(
         &mut env,
         json!({"engine": "mongodb", "version": "6.0", "storage": "1Gi", "replicas": 3}),
     )
@@ -348,7 +309,7 @@ const r = db.adminCommand({ setFeatureCompatibilityVersion: "5.0" }); if (!r.ok)
         },
     )
     .await;
-    let events = common::events_of(&env, "Database", "orders").await;
+    let events = env.events_of("Database", "orders").await;
     assert!(
         events
             .iter()

@@ -4,15 +4,22 @@
 
 mod common;
 
-use common::real::{
-    MYSQL_FROM_URI, REAL_WAIT, assert_none_lost, cordon, create_replicated, enforce_restricted,
-    exec, new_primary, replicated, run_client, scale_and_wait_replicated,
-};
-use common::{Env, eventually};
+use common::Env;
 use serde_json::json;
 use testenv::Options;
+use testenv::clients::MYSQL_FROM_URI;
+use testenv::toolkit::failover::{
+    assert_none_lost, assert_primary, assert_written_on_a_primary,
+    controller_killed_mid_failover_finishes_it, create_replicated, hang_the_primary,
+    kill_the_primary_under_writes, lose_the_primary, replicated, scale_and_wait_replicated,
+    switchover_under_writes, three_with_a_short_bound, write_from,
+};
+use testenv::toolkit::real_tier::{cordon, enforce_restricted, exec, run_client, wait_for_answer};
 
 const CLIENT: &str = "mysql:9.7";
+/// Inserts row 2 through `-rw` from an instance's container, retrying once a second for
+/// up to 30 attempts, and prints `written on primary=<0|1>` as [`write_row`] does.
+const WRITE_THROUGH_RW_INSIDE: &str = r#"for i in $(seq 30); do if answer=$(MYSQL_PWD="$MYSQL_PASSWORD" mysql -h orders-rw -u "$MYSQL_USER" --connect-timeout=3 -N -B "$MYSQL_DATABASE" -e "INSERT INTO orders VALUES (2, 'coffee'); SELECT @@global.read_only"); then echo "written on primary=$answer"; exit 0; fi; sleep 1; done; exit 1"#;
 
 async fn start() -> Env {
     let env = Env::start(Options::real(&["mysql-9"])).await;
@@ -38,25 +45,15 @@ fn write_row(id: u32) -> String {
     )
 }
 
-/// The write of [`write_row`] landed on a writable server.
-fn assert_written_on_a_primary(output: &str) {
-    assert!(
-        output
-            .lines()
-            .any(|line| line.trim() == "written on primary=0"),
-        "-rw reaches a writable primary: {output}"
-    );
-}
-
-/// Database `orders`: three mysql instances, failover after 10 s, every replica
-/// streaming.
-async fn three_with_a_short_bound(env: &Env) {
-    create_replicated(
-        env,
-        json!({"engine": "mysql", "version": "9.7", "storage": "1Gi", "replicas": 3,
-               "replication": {"failoverAfterSeconds": 10}}),
-    )
-    .await;
+/// The command that runs `query` in an instance as mysql's root user.
+fn root_sql(query: &str) -> [&str; 5] {
+    [
+        "sh",
+        "-c",
+        r#"MYSQL_PWD="$MYSQL_ROOT_PASSWORD" exec mysql -uroot -N -B -e "$1""#,
+        "sh",
+        query,
+    ]
 }
 
 /// Instance `pod` is a read-only replica streaming from the primary and holding `rows`
@@ -65,35 +62,15 @@ async fn assert_follows_with_rows(env: &Env, pod: &str, rows: usize) {
     let query = "SELECT @@global.super_read_only, \
         (SELECT SERVICE_STATE FROM performance_schema.replication_connection_status WHERE CHANNEL_NAME = ''), \
         (SELECT count(*) FROM app.orders)";
-    let expected = ["1".to_owned(), "ON".to_owned(), rows.to_string()];
+    let expected = ["1", "ON", &rows.to_string()];
     let what = format!("{pod} a read-only replica streaming with {rows} rows");
-    eventually(REAL_WAIT, &what, || async {
-        exec(
-            env,
-            pod,
-            &[
-                "sh",
-                "-c",
-                r#"MYSQL_PWD="$MYSQL_ROOT_PASSWORD" exec mysql -uroot -N -B -e "$1""#,
-                "sh",
-                query,
-            ],
-        )
-        .await
-        .ok()
-        .filter(|answer| {
-            answer
-                .split_whitespace()
-                .eq(expected.iter().map(String::as_str))
-        })
-    })
-    .await;
+    wait_for_answer(env, pod, &root_sql(query), &expected, &what).await;
 }
 
 #[tokio::test]
 async fn three_mysql_instances_are_one_primary_and_two_gtid_replicas() {
     let env = start().await;
-    three_with_a_short_bound(&env).await;
+    three_with_a_short_bound(&env, "mysql", "9.7").await;
     let db = env.databases().get("orders").await.expect("database");
     let status = db.status.expect("status");
     assert_eq!(status.primary.as_deref(), Some("orders-0"));
@@ -109,7 +86,7 @@ async fn three_mysql_instances_are_one_primary_and_two_gtid_replicas() {
 
     let (ok, output) = run_client(&env, "orders", CLIENT, &write_row(1)).await;
     assert!(ok, "{output}");
-    assert_written_on_a_primary(&output);
+    assert_written_on_a_primary(&output, "0");
     // Read through -ro: the row arrives, on a server that refuses writes.
     let read = through(
         "RO_URI",
@@ -130,51 +107,34 @@ async fn three_mysql_instances_are_one_primary_and_two_gtid_replicas() {
 #[tokio::test]
 async fn a_lost_mysql_primary_is_replaced_and_rejoins_as_a_replica() {
     let env = start().await;
-    three_with_a_short_bound(&env).await;
+    three_with_a_short_bound(&env, "mysql", "9.7").await;
     let (ok, output) = run_client(&env, "orders", CLIENT, &write_row(1)).await;
     assert!(ok, "{output}");
 
     // The primary's Pod goes, and cannot come back while the node takes no new Pods.
-    let promoted = common::real::lose_the_primary(&env).await;
+    let promoted = lose_the_primary(&env).await;
     // No new Pod can start on the cordoned node: write from a replica's container.
-    let output = exec(
-        &env,
-        "orders-2",
-        &[
-            "sh",
-            "-c",
-            r#"for i in $(seq 30); do if answer=$(MYSQL_PWD="$MYSQL_PASSWORD" mysql -h orders-rw -u "$MYSQL_USER" --connect-timeout=3 -N -B "$MYSQL_DATABASE" -e "INSERT INTO orders VALUES (2, 'coffee'); SELECT @@global.read_only"); then echo "written on primary=$answer"; exit 0; fi; sleep 1; done; exit 1"#,
-        ],
-    )
-    .await
-    .expect("a write through -rw");
-    assert_written_on_a_primary(&output);
+    write_from(&env, "orders-2", WRITE_THROUGH_RW_INSIDE, "0").await;
 
     // The old primary comes back read-only, and follows the new one with both rows.
     cordon(&env, false).await;
     replicated(&env, "orders").await;
     assert_follows_with_rows(&env, "orders-0", 2).await;
-    let db = env.databases().get("orders").await.expect("database");
-    assert_eq!(db.status.and_then(|s| s.primary), Some(promoted));
+    assert_primary(&env, &promoted).await;
 }
 
 #[tokio::test]
 async fn a_mysql_switchover_under_writes_loses_no_acknowledged_write() {
     let env = start().await;
-    three_with_a_short_bound(&env).await;
+    three_with_a_short_bound(&env, "mysql", "9.7").await;
     let writer = testenv::clients::mysql_writer(40, 1);
-    let (output, primary) =
-        common::real::switchover_under_writes(&env, CLIENT, &writer, "orders-2").await;
+    let (output, primary) = switchover_under_writes(&env, CLIENT, &writer, "orders-2").await;
     assert_eq!(primary, "orders-2");
     assert_none_lost(&env, CLIENT, &testenv::clients::mysql_written(), &output).await;
 
     // The old primary follows the new one.
     replicated(&env, "orders").await;
-    let db = env.databases().get("orders").await.expect("database");
-    assert_eq!(
-        db.status.and_then(|s| s.primary).as_deref(),
-        Some("orders-2")
-    );
+    assert_primary(&env, "orders-2").await;
     for replica in ["orders-0", "orders-1"] {
         assert_follows(&env, replica).await;
     }
@@ -204,8 +164,7 @@ async fn in_sync_mode_a_mysql_failover_loses_no_acknowledged_write() {
 
     // The primary is killed on a cordoned node under a writer.
     let writer = testenv::clients::mysql_writer(45, 1);
-    let (output, _) =
-        common::real::kill_the_primary_under_writes(&env, CLIENT, &writer, "orders-0").await;
+    let (output, _) = kill_the_primary_under_writes(&env, CLIENT, &writer, "orders-0").await;
     replicated(&env, "orders").await;
     assert_none_lost(&env, CLIENT, &testenv::clients::mysql_written(), &output).await;
     assert_follows(&env, "orders-0").await;
@@ -214,53 +173,34 @@ async fn in_sync_mode_a_mysql_failover_loses_no_acknowledged_write() {
 /// Instance `pod` is a read-only replica streaming from the primary.
 async fn assert_follows(env: &Env, pod: &str) {
     let what = format!("{pod} a read-only replica streaming");
-    eventually(REAL_WAIT, &what, || async {
-        exec(
-            env,
-            pod,
-            &[
-                "sh",
-                "-c",
-                r#"MYSQL_PWD="$MYSQL_ROOT_PASSWORD" exec mysql -uroot -N -B -e "SELECT @@global.super_read_only, (SELECT SERVICE_STATE FROM performance_schema.replication_connection_status WHERE CHANNEL_NAME = '')""#,
-            ],
-        )
-        .await
-        .ok()
-        .filter(|answer| answer.split_whitespace().eq(["1", "ON"]))
-    })
-    .await;
+    let query = "SELECT @@global.super_read_only, \
+        (SELECT SERVICE_STATE FROM performance_schema.replication_connection_status WHERE CHANNEL_NAME = '')";
+    wait_for_answer(env, pod, &root_sql(query), &["1", "ON"], &what).await;
 }
 
 #[tokio::test]
 async fn a_hung_mysql_primary_is_fenced_replaced_and_rejoins_as_a_replica() {
     let env = start().await;
-    three_with_a_short_bound(&env).await;
+    three_with_a_short_bound(&env, "mysql", "9.7").await;
     let (ok, output) = run_client(&env, "orders", CLIENT, &write_row(1)).await;
     assert!(ok, "{output}");
 
     // The server stops answering but its Pod stays: unready, not gone.
-    common::real::hang_server(&env, "orders-0", "mysqld").await;
-    let started = std::time::Instant::now();
-    let promoted = new_primary(&env, "orders", "orders-0").await;
-    eprintln!(
-        "failover to {promoted} in {:.1?} after the primary hung (readiness needs 30 s to fail)",
-        started.elapsed()
-    );
+    let (_, promoted) = hang_the_primary(&env, "mysqld").await;
     let (ok, output) = run_client(&env, "orders", CLIENT, &write_row(2)).await;
     assert!(ok, "a write through -rw: {output}");
-    assert_written_on_a_primary(&output);
+    assert_written_on_a_primary(&output, "0");
 
     // The hung instance was deleted (fenced) and comes back as a replica with both rows.
     replicated(&env, "orders").await;
     assert_follows_with_rows(&env, "orders-0", 2).await;
-    let db = env.databases().get("orders").await.expect("database");
-    assert_eq!(db.status.and_then(|s| s.primary), Some(promoted));
+    assert_primary(&env, &promoted).await;
 }
 
 #[tokio::test]
 async fn mysql_scaling_adds_cloned_replicas_and_removes_replicas_never_the_primary() {
     let env = start().await;
-    three_with_a_short_bound(&env).await;
+    three_with_a_short_bound(&env, "mysql", "9.7").await;
     let (ok, output) = run_client(&env, "orders", CLIENT, &write_row(1)).await;
     assert!(ok, "{output}");
     for replicas in [5, 2, 1] {
@@ -277,13 +217,13 @@ async fn mysql_scaling_adds_cloned_replicas_and_removes_replicas_never_the_prima
     // One instance left: the primary, still taking writes with the row.
     let (ok, output) = run_client(&env, "orders", CLIENT, &write_row(2)).await;
     assert!(ok, "{output}");
-    assert_written_on_a_primary(&output);
+    assert_written_on_a_primary(&output, "0");
 }
 
 #[tokio::test]
 async fn a_controller_killed_in_the_middle_of_a_mysql_failover_finishes_it_when_it_is_back() {
     let mut env = start().await;
-    common::real::controller_killed_mid_failover_finishes_it(
+    controller_killed_mid_failover_finishes_it(
         &mut env,
         json!({"engine": "mysql", "version": "9.7", "storage": "1Gi", "replicas": 2,
                "replication": {"failoverAfterSeconds": 10}}),

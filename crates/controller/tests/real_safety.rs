@@ -4,14 +4,17 @@
 
 mod common;
 
-use common::real::{enforce_restricted, exec, run_client, run_client_with, wait_running};
-use common::{Env, WAIT, eventually};
+use common::Env;
 use database_api::Phase;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use kube::Api;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::api::DeleteParams;
 use serde_json::json;
 use testenv::Options;
+use testenv::toolkit::real_tier::{
+    enforce_restricted, exec, run_client, run_client_with, wait_running,
+};
+use testenv::toolkit::wait::{WAIT, eventually, gone};
 
 const WRITE: &str = r#"psql "$URI" -v ON_ERROR_STOP=1 -c "CREATE TABLE orders (id int PRIMARY KEY, item text); INSERT INTO orders VALUES (1, 'tea')""#;
 const READ: &str = r#"psql "$URI" -v ON_ERROR_STOP=1 -tAc "SELECT item FROM orders WHERE id = 1""#;
@@ -33,7 +36,7 @@ async fn the_connection_host_reaches_the_same_instance_every_time() {
     // Two independent instances: a host that resolved to both would find the row on
     // one of them only, about every other time.
     let env = start(&["postgres-17"]).await;
-    env.create(
+    env.create_database(
         "orders",
         json!({"engine": "postgres", "version": "17", "storage": "1Gi", "replicas": 2}),
     )
@@ -60,7 +63,7 @@ async fn the_connection_host_reaches_the_same_instance_every_time() {
 async fn a_retained_database_comes_back_with_its_rows_and_working_credentials() {
     let env = start(&["postgres-17"]).await;
     let spec = json!({"engine": "postgres", "version": "17", "storage": "1Gi"});
-    env.create("orders", spec.clone()).await;
+    env.create_database("orders", spec.clone()).await;
     wait_running(&env, "orders").await;
     let (ok, output) = run_client(&env, "orders", "postgres:17", WRITE).await;
     assert!(ok, "{output}");
@@ -69,23 +72,11 @@ async fn a_retained_database_comes_back_with_its_rows_and_working_credentials() 
         .delete("orders", &DeleteParams::default())
         .await
         .expect("delete accepted");
-    eventually(WAIT, "Database gone", || async {
-        env.databases()
-            .get_opt("orders")
-            .await
-            .ok()
-            .filter(Option::is_none)
-    })
-    .await;
+    gone(&env.databases(), "orders", WAIT).await;
     let sets: Api<StatefulSet> = env.api();
-    eventually(
-        std::time::Duration::from_secs(120),
-        "StatefulSet collected",
-        || async { sets.get_opt("orders").await.ok().filter(Option::is_none) },
-    )
-    .await;
+    gone(&sets, "orders", std::time::Duration::from_secs(120)).await;
 
-    env.create("orders", spec).await;
+    env.create_database("orders", spec).await;
     wait_running(&env, "orders").await;
     read_tea(&env, "postgres:17").await;
 }
@@ -94,7 +85,7 @@ async fn a_retained_database_comes_back_with_its_rows_and_working_credentials() 
 async fn a_postgres_major_change_without_a_backup_destination_is_refused_and_the_data_keeps_its_server()
  {
     let env = start(&["postgres-15", "postgres-17"]).await;
-    env.create(
+    env.create_database(
         "orders",
         json!({"engine": "postgres", "version": "15", "storage": "1Gi"}),
     )
@@ -104,14 +95,8 @@ async fn a_postgres_major_change_without_a_backup_destination_is_refused_and_the
     assert!(ok, "{output}");
 
     // No webhook here: the controller alone must refuse it.
-    env.databases()
-        .patch(
-            "orders",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"version": "17"}})),
-        )
-        .await
-        .expect("the API server accepts the change");
+    env.patch_database("orders", json!({"spec": {"version": "17"}}))
+        .await;
     let db = eventually(WAIT, "the change refused", || async {
         env.databases()
             .get("orders")
@@ -150,7 +135,7 @@ async fn a_postgres_major_change_without_a_backup_destination_is_refused_and_the
 #[tokio::test]
 async fn the_administrator_has_a_password_of_its_own_and_applications_never_see_it() {
     let env = start(&["postgres-17"]).await;
-    env.create(
+    env.create_database(
         "orders",
         json!({"engine": "postgres", "version": "17", "storage": "1Gi"}),
     )

@@ -3,17 +3,21 @@
 //! restarting any, and (postgres, two instances) one that needs a restart rolls them
 //! one at a time.
 
+// A settings change and the restarts it needs are one scenario, told in one function.
+#![allow(clippy::too_many_lines)]
+
 mod common;
 
 use std::time::Instant;
 
-use common::real::{REAL_WAIT, enforce_restricted, exec};
-use common::{Env, eventually};
+use common::Env;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Patch, PatchParams};
+
 use kube::{Api, ResourceExt};
 use serde_json::json;
 use testenv::Options;
+use testenv::toolkit::real_tier::{REAL_WAIT, enforce_restricted, exec};
+use testenv::toolkit::wait::eventually;
 
 const PODS: [&str; 2] = ["orders-0", "orders-1"];
 
@@ -73,7 +77,7 @@ async fn postgres_takes_its_settings_by_reload_or_by_a_rolling_restart() {
     let env = Env::start(Options::real(&["postgres-17"])).await;
     enforce_restricted(&env).await;
     let started = Instant::now();
-    env.create(
+    env.create_database(
         "orders",
         json!({
             "engine": "postgres", "version": "17", "storage": "1Gi", "replicas": 2,
@@ -96,18 +100,12 @@ async fn postgres_takes_its_settings_by_reload_or_by_a_rolling_restart() {
 
     // work_mem needs no restart: both servers show it and neither restarted.
     let before = pods(&env).await;
-    let databases = env.databases();
     let changed = Instant::now();
-    databases
-        .patch(
-            "orders",
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"spec": {"parameters": {"work_mem": "24MB", "max_connections": "120"}}}),
-            ),
-        )
-        .await
-        .expect("patched");
+    env.patch_database(
+        "orders",
+        json!({"spec": {"parameters": {"work_mem": "24MB", "max_connections": "120"}}}),
+    )
+    .await;
     let second = applied_after(&env, Some(&first)).await;
     eprintln!("reload-only change applied in {:.1?}", changed.elapsed());
     for pod in PODS {
@@ -122,16 +120,11 @@ async fn postgres_takes_its_settings_by_reload_or_by_a_rolling_restart() {
     // max_connections needs a restart: the instances restart one at a time, the
     // highest ordinal first, each once the one before is ready again.
     let changed = Instant::now();
-    databases
-        .patch(
-            "orders",
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"spec": {"parameters": {"work_mem": "24MB", "max_connections": "130"}}}),
-            ),
-        )
-        .await
-        .expect("patched");
+    env.patch_database(
+        "orders",
+        json!({"spec": {"parameters": {"work_mem": "24MB", "max_connections": "130"}}}),
+    )
+    .await;
     applied_after(&env, Some(&second)).await;
     eprintln!(
         "restart-needing change rolled out in {:.1?}",
@@ -168,14 +161,8 @@ async fn ask(env: &Env, pod: &str, script: &str) -> String {
 async fn change_in_place(env: &Env, parameters: serde_json::Value, old: &str) {
     let api: Api<Pod> = env.api();
     let before = api.get("orders-0").await.expect("pod");
-    env.databases()
-        .patch(
-            "orders",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"parameters": parameters}})),
-        )
-        .await
-        .expect("patched");
+    env.patch_database("orders", json!({"spec": {"parameters": parameters}}))
+        .await;
     let changed = Instant::now();
     applied_after(env, Some(old)).await;
     eprintln!("reload-only change applied in {:.1?}", changed.elapsed());
@@ -190,7 +177,7 @@ const MYSQL: &str = r#"MYSQL_PWD="$MYSQL_ROOT_PASSWORD" mysql -uroot -N -B -e "S
 async fn mysql_shows_its_settings_and_sets_a_dynamic_one_without_a_restart() {
     let env = Env::start(Options::real(&["mysql-9"])).await;
     enforce_restricted(&env).await;
-    env.create(
+    env.create_database(
         "orders",
         json!({
             "engine": "mysql", "version": "9.7", "storage": "1Gi",
@@ -225,7 +212,7 @@ print(db.adminCommand({ getParameter: 1, cursorTimeoutMillis: 1 }).cursorTimeout
 async fn mongodb_shows_its_settings_and_sets_a_runtime_parameter_without_a_restart() {
     let env = Env::start(Options::real(&["mongo-6.0"])).await;
     enforce_restricted(&env).await;
-    env.create(
+    env.create_database(
         "orders",
         json!({
             "engine": "mongodb", "version": "6.0", "storage": "1Gi",

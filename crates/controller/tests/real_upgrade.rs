@@ -10,18 +10,21 @@
 //! row. (No image of a later series can be built here, so no in-place upgrade that
 //! succeeds runs on a real server.)
 
+mod backup_store;
 mod common;
 
-use common::real::{MYSQL_FROM_URI, REAL_WAIT, run_client, wait_running};
-use common::store::{create_bucket, destination, start_with_store};
-use common::{Env, events_of, eventually};
+use backup_store::{create_bucket, start_with_store};
+use common::Env;
 use database_api::backup::{BackupPhase, DatabaseBackup};
 use database_api::upgrade::{UPGRADE_LABEL, UpgradePhase};
 use database_api::{Database, Phase};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use kube::ResourceExt;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{DeleteParams, ListParams};
 use serde_json::json;
+use testenv::clients::MYSQL_FROM_URI;
+use testenv::toolkit::real_tier::{REAL_WAIT, run_client, wait_running};
+use testenv::toolkit::wait::{eventually, gone};
 
 /// Rows written before the first upgrade.
 const ROWS: u32 = 5000;
@@ -72,14 +75,8 @@ async fn insert(env: &Env, id: u32) {
 }
 
 async fn set_version(env: &Env, version: &str) {
-    env.databases()
-        .patch(
-            "orders",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"version": version}})),
-        )
-        .await
-        .expect("version changed");
+    env.patch_database("orders", json!({"spec": {"version": version}}))
+        .await;
 }
 
 /// Waits until the upgrade to `version` ended in `phase`, and returns the Database.
@@ -188,7 +185,7 @@ async fn a_failed_upgrade_rolls_back(env: &Env, rows: u32) {
             Some("/var/lib/postgresql/data/pgdata".to_owned())
         )
     );
-    let events = events_of(env, "Database", "orders").await;
+    let events = env.events_of("Database", "orders").await;
     for reason in ["UpgradeStarted", "UpgradeFailed"] {
         assert!(
             events.iter().any(|(_, r, _)| r == reason),
@@ -204,9 +201,9 @@ async fn postgres_major_upgrades_keep_every_row_and_a_failed_one_rolls_back() {
     create_bucket(&store, "backups").await;
     let spec = |version: &str| {
         json!({"engine": "postgres", "version": version, "storage": "1Gi", "replicas": 2,
-               "backup": {"schedule": "0 3 1 1 *", "destination": destination(&store, "backups")}})
+               "backup": {"schedule": "0 3 1 1 *", "destination": store.destination("backups", "dumps/")}})
     };
-    env.create("orders", spec("15")).await;
+    env.create_database("orders", spec("15")).await;
     wait_running(&env, "orders").await;
     sql(&env, &format!("CREATE TABLE orders (id int PRIMARY KEY, item text NOT NULL); INSERT INTO orders SELECT g, 'item-' || g FROM generate_series(1, {ROWS}) g"))
         .await
@@ -241,7 +238,7 @@ async fn postgres_major_upgrades_keep_every_row_and_a_failed_one_rolls_back() {
     .await;
     // 17 to 18: the image's own layout, with the volume mounted one level up.
     upgrade_keeps_every_row(&env, "18", ROWS + 2, "/var/lib/postgresql/18/docker").await;
-    let events = events_of(&env, "Database", "orders").await;
+    let events = env.events_of("Database", "orders").await;
     assert_eq!(
         events.iter().filter(|(_, r, _)| r == "Upgraded").count(),
         2,
@@ -261,16 +258,8 @@ async fn a_new_database_takes_the_retained_data_back(
         .delete("orders", &DeleteParams::default())
         .await
         .expect("deleted");
-    eventually(REAL_WAIT, "the Database gone", || async {
-        env.databases()
-            .get_opt("orders")
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await;
-    env.create("orders", spec).await;
+    gone(&env.databases(), "orders", REAL_WAIT).await;
+    env.create_database("orders", spec).await;
     wait_running(env, "orders").await;
     assert_eq!(count(env).await, expected(rows), "the retained rows");
     assert_eq!(runs(env).await.1.as_deref(), Some(directory));
@@ -289,10 +278,10 @@ async fn mysql(env: &Env, statement: &str) -> Result<String, String> {
 async fn a_mysql_upgrade_takes_a_backup_first_and_goes_back_when_the_new_version_cannot_start() {
     let (env, store) = start_with_store(&["mysql-9", "operator"]).await;
     create_bucket(&store, "backups").await;
-    env.create(
+    env.create_database(
         "orders",
         json!({"engine": "mysql", "version": "9.7", "storage": "1Gi",
-               "backup": {"schedule": "0 3 1 1 *", "destination": destination(&store, "backups")}}),
+               "backup": {"schedule": "0 3 1 1 *", "destination": store.destination("backups", "dumps/")}}),
     )
     .await;
     wait_running(&env, "orders").await;

@@ -1,10 +1,14 @@
 //! The controller against a real API server (no kube-controller-manager): what it
 //! creates, how it corrects drift, how it follows spec changes and how deletion ends.
 
+// Each scenario, from the Database created to its last check, is told in one function.
+#![allow(clippy::too_many_lines)]
+
 mod common;
 
-use common::{Env, WAIT, eventually, statefulset_with_replicas};
+use common::Env;
 use database_api::constants::FINALIZER;
+use database_controller::runner::Scope;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{Secret, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -12,26 +16,18 @@ use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 use testenv::Options;
+use testenv::toolkit::kubectl::kubectl;
+use testenv::toolkit::wait::{WAIT, eventually, gone, statefulset_with_replicas, wait_for};
 
 fn secret_text(secret: &Secret, key: &str) -> String {
     let data = secret.data.as_ref().expect("data");
     String::from_utf8(data.get(key).expect("key present").0.clone()).expect("utf-8")
 }
 
-async fn wait_for<K>(api: &Api<K>, name: &str) -> K
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    eventually(WAIT, name, || async {
-        api.get_opt(name).await.ok().flatten()
-    })
-    .await
-}
-
 #[tokio::test]
 async fn create_makes_the_statefulset_service_and_both_secrets() {
     let env = Env::start(Options::default()).await;
-    env.create(
+    env.create_database(
         "orders",
         json!({"engine": "postgres", "version": "16.4", "storage": "10Gi"}),
     )
@@ -103,7 +99,7 @@ async fn without_the_webhook_the_controller_fills_in_the_engine_label() {
     // No webhook runs here: the defaulting webhook's label comes from the controller.
     let env = Env::start(Options::default()).await;
     let created = env
-        .create(
+        .create_database(
             "orders",
             json!({"engine": "mysql", "version": "9.7", "storage": "1Gi"}),
         )
@@ -121,7 +117,7 @@ async fn without_the_webhook_the_controller_fills_in_the_engine_label() {
 #[tokio::test]
 async fn drift_in_owned_objects_is_corrected() {
     let env = Env::start(Options::default()).await;
-    env.create(
+    env.create_database(
         "drift",
         json!({"engine": "mysql", "version": "8.4", "storage": "5Gi"}),
     )
@@ -160,7 +156,7 @@ async fn drift_in_owned_objects_is_corrected() {
 #[tokio::test]
 async fn spec_changes_scale_and_update_the_statefulset() {
     let env = Env::start(Options::default()).await;
-    env.create(
+    env.create_database(
         "grow",
         json!({"engine": "mongodb", "version": "7.0", "storage": "5Gi"}),
     )
@@ -174,11 +170,11 @@ async fn spec_changes_scale_and_update_the_statefulset() {
     );
 
     // A release of the same series: a major step would take a backup first.
-    let patch = Patch::Merge(json!({"spec": {"replicas": 3, "version": "7.0.14"}}));
-    env.databases()
-        .patch("grow", &PatchParams::default(), &patch)
-        .await
-        .expect("spec changed");
+    env.patch_database(
+        "grow",
+        json!({"spec": {"replicas": 3, "version": "7.0.14"}}),
+    )
+    .await;
     let set = statefulset_with_replicas(&sets, "grow", 3, WAIT).await;
     let image = set
         .spec
@@ -188,21 +184,15 @@ async fn spec_changes_scale_and_update_the_statefulset() {
     wait_for(&budgets, "grow").await;
 
     // Back to one instance: the budget goes away again.
-    let patch = Patch::Merge(json!({"spec": {"replicas": 1}}));
-    env.databases()
-        .patch("grow", &PatchParams::default(), &patch)
-        .await
-        .expect("scaled down");
-    eventually(WAIT, "budget removed", || async {
-        budgets.get_opt("grow").await.ok().filter(Option::is_none)
-    })
-    .await;
+    env.patch_database("grow", json!({"spec": {"replicas": 1}}))
+        .await;
+    gone(&budgets, "grow", WAIT).await;
 }
 
 #[tokio::test]
 async fn deleting_a_database_releases_the_finalizer() {
     let env = Env::start(Options::default()).await;
-    env.create(
+    env.create_database(
         "gone",
         json!({"engine": "postgres", "version": "17", "storage": "1Gi"}),
     )
@@ -219,14 +209,7 @@ async fn deleting_a_database_releases_the_finalizer() {
         .delete("gone", &DeleteParams::default())
         .await
         .expect("delete accepted");
-    eventually(WAIT, "Database gone", || async {
-        env.databases()
-            .get_opt("gone")
-            .await
-            .ok()
-            .filter(Option::is_none)
-    })
-    .await;
+    gone(&env.databases(), "gone", WAIT).await;
 }
 
 /// The Database watch skips the controller's own status writes, but a finalizer change
@@ -234,7 +217,7 @@ async fn deleting_a_database_releases_the_finalizer() {
 #[tokio::test]
 async fn a_finalizer_removed_by_hand_is_put_back() {
     let env = Env::start(Options::default()).await;
-    env.create(
+    env.create_database(
         "kept",
         json!({"engine": "mysql", "version": "8.4", "storage": "1Gi"}),
     )
@@ -250,14 +233,8 @@ async fn a_finalizer_removed_by_hand_is_put_back() {
     })
     .await;
     let removed = env
-        .databases()
-        .patch(
-            "kept",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-        )
-        .await
-        .expect("finalizer removed");
+        .patch_database("kept", json!({"metadata": {"finalizers": null}}))
+        .await;
     assert!(!has_finalizer(&removed), "the patch removed the finalizer");
     eventually(WAIT, "finalizer back", || async {
         env.databases()
@@ -272,7 +249,7 @@ async fn a_finalizer_removed_by_hand_is_put_back() {
 #[tokio::test]
 async fn a_database_whose_owned_objects_are_gone_is_still_deleted() {
     let mut env = Env::start(Options::default()).await;
-    env.create(
+    env.create_database(
         "orphan",
         json!({"engine": "mysql", "version": "8.0", "storage": "1Gi"}),
     )
@@ -292,32 +269,22 @@ async fn a_database_whose_owned_objects_are_gone_is_still_deleted() {
         .delete("orphan", &DeleteParams::default())
         .await
         .expect("delete accepted");
-    env.start_controller().await;
-    eventually(WAIT, "Database gone", || async {
-        env.databases()
-            .get_opt("orphan")
-            .await
-            .ok()
-            .filter(Option::is_none)
-    })
-    .await;
+    env.start_controller(Scope::AllNamespaces).await;
+    gone(&env.databases(), "orphan", WAIT).await;
 }
 
 #[tokio::test]
 async fn significant_changes_are_recorded_as_events() {
     let env = Env::start(Options::default()).await;
-    env.create(
+    env.create_database(
         "noisy",
         json!({"engine": "postgres", "version": "16", "storage": "1Gi"}),
     )
     .await;
     let sets: Api<StatefulSet> = env.api();
     wait_for(&sets, "noisy").await;
-    let patch = Patch::Merge(json!({"spec": {"replicas": 2}}));
-    env.databases()
-        .patch("noisy", &PatchParams::default(), &patch)
-        .await
-        .expect("scaled");
+    env.patch_database("noisy", json!({"spec": {"replicas": 2}}))
+        .await;
     let events: Api<k8s_openapi::api::events::v1::Event> = env.api();
     let reasons = eventually(WAIT, "Created and Scaled events", || async {
         let list = events.list(&kube::api::ListParams::default()).await.ok()?;
@@ -340,26 +307,19 @@ async fn significant_changes_are_recorded_as_events() {
 #[tokio::test]
 async fn a_paused_database_is_left_alone_until_unpaused() {
     let env = Env::start(Options::default()).await;
-    env.create(
+    env.create_database(
         "held",
         json!({"engine": "mysql", "version": "8.4", "storage": "1Gi"}),
     )
     .await;
     let sets: Api<StatefulSet> = env.api();
     wait_for(&sets, "held").await;
-    let pause = Patch::Merge(json!({"metadata": {"annotations": {"mycompany.io/paused": "true"}}}));
-    env.databases()
-        .patch("held", &PatchParams::default(), &pause)
-        .await
-        .expect("paused");
-    eventually(WAIT, "Paused condition", || async {
-        let db = env.databases().get("held").await.ok()?;
-        let status = db.status?;
-        database_api::conditions::find(&status.conditions, "Paused")
-            .filter(|c| c.status == "True")
-            .map(|_| ())
-    })
+    env.patch_database(
+        "held",
+        json!({"metadata": {"annotations": {"mycompany.io/paused": "true"}}}),
+    )
     .await;
+    env.condition_true("held", "Paused").await;
 
     sets.patch(
         "held",
@@ -381,11 +341,11 @@ async fn a_paused_database_is_left_alone_until_unpaused() {
         "a paused Database's objects are not touched"
     );
 
-    let resume = Patch::Merge(json!({"metadata": {"annotations": {"mycompany.io/paused": null}}}));
-    env.databases()
-        .patch("held", &PatchParams::default(), &resume)
-        .await
-        .expect("resumed");
+    env.patch_database(
+        "held",
+        json!({"metadata": {"annotations": {"mycompany.io/paused": null}}}),
+    )
+    .await;
     statefulset_with_replicas(&sets, "held", 1, WAIT).await;
 }
 
@@ -393,7 +353,7 @@ async fn a_paused_database_is_left_alone_until_unpaused() {
 async fn a_spec_the_schema_accepts_but_validation_refuses_fails_with_the_field() {
     let env = Env::start(Options::default()).await;
     // Without the webhook installed, the controller applies the same rules itself.
-    env.create(
+    env.create_database(
         "old",
         json!({"engine": "postgres", "version": "9.6", "storage": "1Gi"}),
     )
@@ -421,9 +381,9 @@ async fn a_spec_the_schema_accepts_but_validation_refuses_fails_with_the_field()
 #[tokio::test]
 async fn a_controller_scoped_to_other_namespaces_ignores_this_one() {
     let mut env = Env::start(Options::default()).await;
-    env.stop_controller().await;
-    env.start_controller_in(vec!["elsewhere".to_owned()]).await;
-    env.create(
+    env.start_controller(Scope::Namespaces(vec!["elsewhere".to_owned()]))
+        .await;
+    env.create_database(
         "ignored",
         json!({"engine": "postgres", "version": "16", "storage": "1Gi"}),
     )
@@ -441,25 +401,16 @@ async fn a_controller_scoped_to_other_namespaces_ignores_this_one() {
 #[tokio::test]
 async fn shrinking_storage_is_reported_and_the_volumes_keep_their_size() {
     let env = Env::start(Options::default()).await;
-    env.create(
+    env.create_database(
         "shrink",
         json!({"engine": "postgres", "version": "16", "storage": "10Gi"}),
     )
     .await;
     let sets: Api<StatefulSet> = env.api();
     wait_for(&sets, "shrink").await;
-    let patch = Patch::Merge(json!({"spec": {"storage": "5Gi"}}));
-    env.databases()
-        .patch("shrink", &PatchParams::default(), &patch)
-        .await
-        .expect("accepted without the webhook");
-    let degraded = eventually(WAIT, "Degraded condition", || async {
-        let status = env.databases().get("shrink").await.ok()?.status?;
-        database_api::conditions::find(&status.conditions, "Degraded")
-            .filter(|c| c.status == "True")
-            .cloned()
-    })
-    .await;
+    env.patch_database("shrink", json!({"spec": {"storage": "5Gi"}}))
+        .await;
+    let degraded = env.condition_true("shrink", "Degraded").await;
     assert_eq!(degraded.reason, "StorageShrinkRefused");
     assert!(
         degraded.message.contains("cannot shrink"),
@@ -494,7 +445,7 @@ fn controller_operations(set: &StatefulSet) -> Vec<String> {
 #[tokio::test]
 async fn fields_of_a_created_object_pass_to_apply_ownership_and_are_removed_once_dropped() {
     let env = Env::start(Options::default()).await;
-    env.create(
+    env.create_database(
         "owned",
         json!({"engine": "postgres", "version": "16", "storage": "1Gi"}),
     )
@@ -523,11 +474,8 @@ async fn fields_of_a_created_object_pass_to_apply_ownership_and_are_removed_once
 
     // The next change the controller applies takes its fields into its Apply entry, so
     // the apply drops the label it does not set.
-    let scale = Patch::Merge(json!({"spec": {"replicas": 2}}));
-    env.databases()
-        .patch("owned", &PatchParams::default(), &scale)
-        .await
-        .expect("scaled");
+    env.patch_database("owned", json!({"spec": {"replicas": 2}}))
+        .await;
     let applied = statefulset_with_replicas(&sets, "owned", 2, WAIT).await;
     assert_eq!(controller_operations(&applied), ["Apply"]);
     assert!(
@@ -568,24 +516,10 @@ async fn a_refused_write_is_reported_as_a_sentence_with_the_api_servers_message(
         (policy, "ValidatingAdmissionPolicy"),
         (binding, "ValidatingAdmissionPolicyBinding"),
     ] {
-        let mut apply = tokio::process::Command::from(env.plane.kubectl().expect("kubectl"));
-        apply
-            .args(["apply", "-f", "-"])
-            .stdin(std::process::Stdio::piped());
-        let mut child = apply.spawn().expect("kubectl runs");
-        if let Some(mut stdin) = child.stdin.take() {
-            use tokio::io::AsyncWriteExt as _;
-            stdin
-                .write_all(object.to_string().as_bytes())
-                .await
-                .expect("written");
-        }
-        assert!(
-            child.wait().await.expect("kubectl ends").success(),
-            "{kind} applied"
-        );
+        let (ok, _, stderr) = kubectl(&env.plane, &["apply", "-f", "-"], &object.to_string()).await;
+        assert!(ok, "{kind} applied: {stderr}");
     }
-    env.create(
+    env.create_database(
         "orders",
         json!({"engine": "postgres", "version": "17", "storage": "1Gi", "replicas": 2}),
     )

@@ -6,30 +6,20 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Env, NAMESPACE, WAIT, eventually};
-use database_api::Phase;
+use common::{CONTROLLER_USER, Env, NAMESPACE};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 use testenv::Options;
+use testenv::toolkit::kubectl::kubectl;
+use testenv::toolkit::wait::{WAIT, eventually, gone};
 
 const RUNNING_WAIT: Duration = Duration::from_secs(90);
 /// kube-controller-manager's garbage collector discovers a CRD created after it started
 /// on its next discovery sync (every 30 s), so collection can take that long.
 const COLLECT_WAIT: Duration = Duration::from_secs(90);
-
-async fn wait_running(env: &Env, name: &str) -> database_api::Database {
-    eventually(RUNNING_WAIT, "phase Running", || async {
-        env.databases()
-            .get(name)
-            .await
-            .ok()
-            .filter(|d| d.status.as_ref().is_some_and(|s| s.phase == Phase::Running))
-    })
-    .await
-}
 
 fn claims_of(name: &str, list: &[PersistentVolumeClaim]) -> Vec<String> {
     let mut names: Vec<String> = list
@@ -45,34 +35,29 @@ fn claims_of(name: &str, list: &[PersistentVolumeClaim]) -> Vec<String> {
 async fn a_database_reaches_running_and_kubectl_wait_sees_ready() {
     let env = Env::start(Options::full()).await;
     let started = Instant::now();
-    env.create(
+    env.create_database(
         "orders",
         json!({"engine": "postgres", "version": "16.4", "storage": "10Gi", "replicas": 3}),
     )
     .await;
 
-    let mut wait = tokio::process::Command::from(env.plane.kubectl().expect("kubectl"));
-    wait.args([
+    // Asynchronously: the controller runs on this same runtime.
+    let wait = [
         "wait",
         "--for=condition=Ready",
         "db/orders",
         "-n",
         NAMESPACE,
         "--timeout=90s",
-    ]);
-    // Asynchronously: the controller runs on this same runtime.
-    let output = wait.output().await.expect("kubectl runs");
-    assert!(
-        output.status.success(),
-        "kubectl wait: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    ];
+    let (ok, _, stderr) = kubectl(&env.plane, &wait, "").await;
+    assert!(ok, "kubectl wait: {stderr}");
     eprintln!(
         "create to Ready (3 replicas, full mode): {:.1?}",
         started.elapsed()
     );
 
-    let db = wait_running(&env, "orders").await;
+    let db = env.wait_running("orders", RUNNING_WAIT).await;
     let status = db.status.expect("status");
     assert!(status.ready);
     assert_eq!(status.replicas, 3);
@@ -89,17 +74,17 @@ async fn a_database_reaches_running_and_kubectl_wait_sees_ready() {
 async fn steady_state_makes_no_write_calls() {
     let env = Env::start(Options::full().with_audit()).await;
     for name in ["steady-a", "steady-b"] {
-        env.create(
+        env.create_database(
             name,
             json!({"engine": "mysql", "version": "8.4", "storage": "5Gi"}),
         )
         .await;
     }
-    wait_running(&env, "steady-a").await;
-    wait_running(&env, "steady-b").await;
+    env.wait_running("steady-a", RUNNING_WAIT).await;
+    env.wait_running("steady-b", RUNNING_WAIT).await;
     // Let the last status write and its watch echo settle.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let before = env.controller_writes();
+    let before = env.plane.request_lines_by(CONTROLLER_USER);
     assert!(
         !before.is_empty(),
         "the audit log saw none of the controller's writes"
@@ -108,17 +93,15 @@ async fn steady_state_makes_no_write_calls() {
     // Nudge every Database (metadata-only changes trigger reconciles) and wait.
     for name in ["steady-a", "steady-b"] {
         for round in 0..3 {
-            let patch = Patch::Merge(
+            env.patch_database(
+                name,
                 json!({"metadata": {"annotations": {"test/nudge": round.to_string()}}}),
-            );
-            env.databases()
-                .patch(name, &PatchParams::default(), &patch)
-                .await
-                .expect("nudged");
+            )
+            .await;
         }
     }
     tokio::time::sleep(Duration::from_secs(8)).await;
-    let after = env.controller_writes();
+    let after = env.plane.request_lines_by(CONTROLLER_USER);
     let new: Vec<&String> = after.iter().skip(before.len()).collect();
     eprintln!(
         "controller writes: {} while converging, {} in steady state",
@@ -131,14 +114,14 @@ async fn steady_state_makes_no_write_calls() {
 #[tokio::test]
 async fn delete_collects_owned_objects_and_honours_the_deletion_policy() {
     let env = Env::start(Options::full()).await;
-    env.create(
+    env.create_database(
         "keep",
         json!({"engine": "postgres", "version": "17", "storage": "1Gi", "replicas": 2}),
     )
     .await;
-    env.create("drop", json!({"engine": "postgres", "version": "17", "storage": "1Gi", "replicas": 2, "deletionPolicy": "Delete"})).await;
-    wait_running(&env, "keep").await;
-    wait_running(&env, "drop").await;
+    env.create_database("drop", json!({"engine": "postgres", "version": "17", "storage": "1Gi", "replicas": 2, "deletionPolicy": "Delete"})).await;
+    env.wait_running("keep", RUNNING_WAIT).await;
+    env.wait_running("drop", RUNNING_WAIT).await;
     let claims: Api<PersistentVolumeClaim> = env.api();
     let all = claims
         .list(&ListParams::default())
@@ -155,46 +138,19 @@ async fn delete_collects_owned_objects_and_honours_the_deletion_policy() {
             .expect("delete accepted");
     }
     for name in ["keep", "drop"] {
-        eventually(WAIT, "Database gone", || async {
-            env.databases()
-                .get_opt(name)
-                .await
-                .ok()
-                .filter(Option::is_none)
-        })
-        .await;
+        gone(&env.databases(), name, WAIT).await;
         let sets: Api<StatefulSet> = env.api();
-        eventually(COLLECT_WAIT, "StatefulSet collected", || async {
-            sets.get_opt(name).await.ok().filter(Option::is_none)
-        })
-        .await;
+        gone(&sets, name, COLLECT_WAIT).await;
         let services: Api<Service> = env.api();
-        eventually(COLLECT_WAIT, "Service collected", || async {
-            services.get_opt(name).await.ok().filter(Option::is_none)
-        })
-        .await;
+        gone(&services, name, COLLECT_WAIT).await;
         let secrets: Api<Secret> = env.api();
         let connection = format!("{name}-connection");
-        eventually(COLLECT_WAIT, "connection Secret collected", || async {
-            secrets
-                .get_opt(&connection)
-                .await
-                .ok()
-                .filter(Option::is_none)
-        })
-        .await;
+        gone(&secrets, &connection, COLLECT_WAIT).await;
     }
     // The credentials go with the data: collected for Delete, kept for Retain with no
     // controller and the version the data was written by.
     let secrets: Api<Secret> = env.api();
-    eventually(COLLECT_WAIT, "drop's credentials collected", || async {
-        secrets
-            .get_opt("drop-credentials")
-            .await
-            .ok()
-            .filter(Option::is_none)
-    })
-    .await;
+    gone(&secrets, "drop-credentials", COLLECT_WAIT).await;
     eventually(WAIT, "Delete policy removed its claims", || async {
         let all = claims.list(&ListParams::default()).await.ok()?.items;
         claims_of("drop", &all).is_empty().then_some(())
@@ -216,20 +172,13 @@ async fn delete_collects_owned_objects_and_honours_the_deletion_policy() {
 async fn retained_credentials_are_kept_and_taken_back_by_the_same_name() {
     let env = Env::start(Options::full()).await;
     let spec = json!({"engine": "postgres", "version": "17", "storage": "1Gi"});
-    env.create("keep", spec.clone()).await;
-    wait_running(&env, "keep").await;
+    env.create_database("keep", spec.clone()).await;
+    env.wait_running("keep", RUNNING_WAIT).await;
     env.databases()
         .delete("keep", &DeleteParams::default())
         .await
         .expect("delete accepted");
-    eventually(WAIT, "Database gone", || async {
-        env.databases()
-            .get_opt("keep")
-            .await
-            .ok()
-            .filter(Option::is_none)
-    })
-    .await;
+    gone(&env.databases(), "keep", WAIT).await;
     // Kept with the data: no controller, and the version the data was written by.
     let secrets: Api<Secret> = env.api();
     let kept = secrets
@@ -249,8 +198,8 @@ async fn retained_credentials_are_kept_and_taken_back_by_the_same_name() {
     );
 
     // The same name again takes them back: same password, controlled by the new Database.
-    env.create("keep", spec).await;
-    let again = wait_running(&env, "keep").await;
+    env.create_database("keep", spec).await;
+    let again = env.wait_running("keep", RUNNING_WAIT).await;
     let taken_back = secrets.get("keep-credentials").await.expect("credentials");
     assert_eq!(
         taken_back.data, kept.data,
@@ -270,18 +219,11 @@ async fn retained_credentials_are_kept_and_taken_back_by_the_same_name() {
     );
 }
 
-#[tokio::test]
-async fn growing_storage_resizes_claims_and_keeps_the_pods() {
-    let env = Env::start(Options::full()).await;
-    env.create(
-        "big",
-        json!({"engine": "mysql", "version": "8.4", "storage": "10Gi", "replicas": 2}),
-    )
-    .await;
-    wait_running(&env, "big").await;
+/// The uids of Database `name`'s Pods, sorted.
+async fn pod_uids(env: &Env, name: &str) -> Vec<String> {
     let pods: Api<Pod> = env.api();
-    let selector = ListParams::default().labels("app.kubernetes.io/instance=big");
-    let mut before: Vec<String> = pods
+    let selector = ListParams::default().labels(&format!("app.kubernetes.io/instance={name}"));
+    let mut uids: Vec<String> = pods
         .list(&selector)
         .await
         .expect("pods")
@@ -290,13 +232,23 @@ async fn growing_storage_resizes_claims_and_keeps_the_pods() {
         .map(ResourceExt::uid)
         .map(Option::unwrap_or_default)
         .collect();
-    before.sort();
+    uids.sort();
+    uids
+}
 
-    let patch = Patch::Merge(json!({"spec": {"storage": "20Gi"}}));
-    env.databases()
-        .patch("big", &PatchParams::default(), &patch)
-        .await
-        .expect("storage grown");
+#[tokio::test]
+async fn growing_storage_resizes_claims_and_keeps_the_pods() {
+    let env = Env::start(Options::full()).await;
+    env.create_database(
+        "big",
+        json!({"engine": "mysql", "version": "8.4", "storage": "10Gi", "replicas": 2}),
+    )
+    .await;
+    env.wait_running("big", RUNNING_WAIT).await;
+    let before = pod_uids(&env, "big").await;
+
+    env.patch_database("big", json!({"spec": {"storage": "20Gi"}}))
+        .await;
 
     let sets: Api<StatefulSet> = env.api();
     eventually(RUNNING_WAIT, "StatefulSet recreated with 20Gi", || async {
@@ -322,19 +274,10 @@ async fn growing_storage_resizes_claims_and_keeps_the_pods() {
             .map(|r| r["storage"].0.clone());
         assert_eq!(size.as_deref(), Some("20Gi"), "{name}");
     }
-    wait_running(&env, "big").await;
-    let mut after: Vec<String> = pods
-        .list(&selector)
-        .await
-        .expect("pods")
-        .items
-        .iter()
-        .map(ResourceExt::uid)
-        .map(Option::unwrap_or_default)
-        .collect();
-    after.sort();
+    env.wait_running("big", RUNNING_WAIT).await;
     assert_eq!(
-        before, after,
+        before,
+        pod_uids(&env, "big").await,
         "the Pods were kept through the StatefulSet's replacement"
     );
 }
@@ -348,25 +291,16 @@ async fn growth_on_a_storage_class_without_expansion_is_refused_in_a_condition()
         .patch(testenv::STORAGE_CLASS, &PatchParams::default(), &patch)
         .await
         .expect("class changed");
-    env.create(
+    env.create_database(
         "fixed",
         json!({"engine": "postgres", "version": "16", "storage": "10Gi"}),
     )
     .await;
-    wait_running(&env, "fixed").await;
+    env.wait_running("fixed", RUNNING_WAIT).await;
 
-    let grow = Patch::Merge(json!({"spec": {"storage": "20Gi"}}));
-    env.databases()
-        .patch("fixed", &PatchParams::default(), &grow)
-        .await
-        .expect("spec changed");
-    let degraded = eventually(WAIT, "Degraded condition", || async {
-        let status = env.databases().get("fixed").await.ok()?.status?;
-        database_api::conditions::find(&status.conditions, "Degraded")
-            .filter(|c| c.status == "True")
-            .cloned()
-    })
-    .await;
+    env.patch_database("fixed", json!({"spec": {"storage": "20Gi"}}))
+        .await;
+    let degraded = env.condition_true("fixed", "Degraded").await;
     assert_eq!(degraded.reason, "ExpansionNotSupported");
     assert!(
         degraded.message.contains(testenv::STORAGE_CLASS),

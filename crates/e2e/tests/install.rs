@@ -1,30 +1,24 @@
 //! `deploy/default` against a real API server: it renders, a server-side dry-run
 //! accepts every object, and the Pods it runs pass Pod Security `restricted`.
 
-use database_api::{Database, DatabaseSpec, DeletionPolicy, Engine};
+use database_api::{Database, DatabaseSpec, Engine};
 use database_controller::resources::BuildConfig;
 use database_controller::resources::credentials::Layout;
 use database_controller::resources::statefulset::build_statefulset;
 use e2e::{OPERATOR_NAMESPACE, of_kind, render_default};
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
+use testenv::toolkit::cluster::create_object;
+use testenv::toolkit::kubectl::{kubectl, kustomize};
 use testenv::{ControlPlane, Options};
-
-async fn create_namespace(plane: &ControlPlane, namespace: &Value) {
-    let api: Api<Namespace> = Api::all(plane.client().await.expect("client"));
-    let namespace: Namespace = serde_json::from_value(namespace.clone()).expect("Namespace");
-    api.create(&PostParams::default(), &namespace)
-        .await
-        .expect("namespace created");
-}
 
 #[tokio::test]
 async fn the_default_overlay_renders_and_a_server_side_dry_run_accepts_every_object() {
     let plane = ControlPlane::start(Options::default())
         .await
         .expect("control plane");
-    let objects = render_default(&plane).expect("renders");
+    let objects = render_default();
     for kind in [
         "CustomResourceDefinition",
         "Deployment",
@@ -38,26 +32,12 @@ async fn the_default_overlay_renders_and_a_server_side_dry_run_accepts_every_obj
         assert!(!of_kind(&objects, kind).is_empty(), "no {kind} rendered");
     }
     // A dry-run does not create the namespace, so the namespaced objects need it first.
-    create_namespace(&plane, of_kind(&objects, "Namespace")[0]).await;
-    let file = plane.dir().join("rendered.yaml");
-    let status = plane
-        .kubectl()
-        .expect("kubectl")
-        .arg("kustomize")
-        .arg(e2e::workspace_root().join("deploy/default"))
-        .output()
-        .expect("kustomize");
-    std::fs::write(&file, status.stdout).expect("written");
-    let output = plane
-        .kubectl()
-        .expect("kubectl")
-        .args(["apply", "--server-side", "--dry-run=server", "-f"])
-        .arg(&file)
-        .output()
-        .expect("kubectl apply");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "dry-run refused:\n{stderr}");
+    let client = plane.client().await.expect("client");
+    create_object(&client, of_kind(&objects, "Namespace")[0]).await;
+    let rendered = kustomize(&e2e::workspace_root().join("deploy/default"));
+    let dry_run = ["apply", "--server-side", "--dry-run=server", "-f", "-"];
+    let (ok, stdout, stderr) = kubectl(&plane, &dry_run, &rendered).await;
+    assert!(ok, "dry-run refused:\n{stderr}");
     eprintln!("{stdout}{stderr}");
     assert_eq!(
         stdout
@@ -99,14 +79,15 @@ async fn operator_and_database_pods_pass_pod_security_restricted() {
     let plane = ControlPlane::start(Options::default())
         .await
         .expect("control plane");
-    let objects = render_default(&plane).expect("renders");
+    let objects = render_default();
     let namespace = of_kind(&objects, "Namespace")[0];
     assert_eq!(
         namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"],
         "restricted"
     );
-    create_namespace(&plane, namespace).await;
-    let pods: Api<Pod> = Api::namespaced(plane.client().await.expect("client"), OPERATOR_NAMESPACE);
+    let client = plane.client().await.expect("client");
+    create_object(&client, namespace).await;
+    let pods: Api<Pod> = Api::namespaced(client, OPERATOR_NAMESPACE);
 
     let mut checked = 0;
     for workload in of_kind(&objects, "Deployment")
@@ -128,24 +109,7 @@ async fn operator_and_database_pods_pass_pod_security_restricted() {
 
     // The databases' own Pods, for every engine, in a restricted namespace.
     for engine in Engine::ALL {
-        let mut db = Database::new(
-            "check",
-            DatabaseSpec {
-                engine,
-                version: "8.0".to_owned(),
-                storage: "1Gi".to_owned(),
-                replicas: 1,
-                deletion_policy: DeletionPolicy::Retain,
-                backup: None,
-                restore_from: None,
-                replication: database_api::replication::Replication::default(),
-                ..database_api::DatabaseSpec::new(
-                    database_api::Engine::Postgres,
-                    String::new(),
-                    String::new(),
-                )
-            },
-        );
+        let mut db = Database::new("check", DatabaseSpec::new(engine, "8.0", "1Gi"));
         db.metadata.namespace = Some(OPERATOR_NAMESPACE.to_owned());
         let set = build_statefulset(&db, &BuildConfig::default(), "1Gi", Layout::SeparateAdmin);
         let mut template =

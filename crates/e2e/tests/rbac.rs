@@ -3,14 +3,17 @@
 //! scale, storage growth, deletion of data). The audit log then shows that every rule
 //! of its ClusterRole was used, and that nothing it did was refused.
 
+// The controller's whole job is one scenario, told in a few long steps.
+#![allow(clippy::too_many_lines)]
+
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::Parser;
 use database_api::backup::{BackupPhase, DatabaseBackup};
 use database_api::{Database, Phase};
 use database_controller::cli::Cli;
-use e2e::{OPERATOR_NAMESPACE, of_kind, render_default, service_account_kubeconfig};
+use e2e::{OPERATOR_NAMESPACE, of_kind, render_default};
 use futures::FutureExt;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Secret, Service};
@@ -20,6 +23,10 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams
 use kube::discovery::{Discovery, Scope};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
+use testenv::toolkit::Wait;
+use testenv::toolkit::cluster::service_account_kubeconfig;
+use testenv::toolkit::fixtures;
+use testenv::toolkit::operator::controller_args;
 use testenv::{ControlPlane, Options};
 
 const CONTROLLER_SA: &str = "database-operator-controller";
@@ -74,16 +81,16 @@ async fn install(client: &Client, objects: &[Value], skip: &[&str]) {
     }
 }
 
-async fn wait<F, Fut>(what: &str, timeout: Duration, mut check: F)
+/// Polls `check` every 200 ms until it holds, for at most `timeout`.
+async fn wait<F, Fut>(what: &str, timeout: Duration, check: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let started = Instant::now();
-    while !check().await {
-        assert!(started.elapsed() < timeout, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    Wait::new(what, timeout)
+        .every(Duration::from_millis(200))
+        .until(check)
+        .await;
 }
 
 async fn phase(api: &Api<Database>, name: &str) -> Option<Phase> {
@@ -141,7 +148,7 @@ async fn the_controller_does_its_whole_job_with_only_the_deployed_rbac() {
         .push("--enable-admission-plugins=OwnerReferencesPermissionEnforcement".to_owned());
     let plane = ControlPlane::start(options).await.expect("control plane");
     let client = plane.client().await.expect("admin client");
-    let objects = render_default(&plane).expect("renders");
+    let objects = render_default();
     install(
         &client,
         &objects,
@@ -154,49 +161,53 @@ async fn the_controller_does_its_whole_job_with_only_the_deployed_rbac() {
     )
     .await;
 
-    let kubeconfig = service_account_kubeconfig(&plane, OPERATOR_NAMESPACE, CONTROLLER_SA)
-        .await
-        .expect("token");
-    let cli = Cli::parse_from([
-        "controller",
-        "--kubeconfig",
-        kubeconfig.to_str().expect("path"),
-        "--leader-elect",
-        "--leader-election-namespace",
-        OPERATOR_NAMESPACE,
-        "--metrics-bind-address",
-        "127.0.0.1:0",
-        "--health-probe-bind-address",
-        "127.0.0.1:0",
-        "--log-format",
-        "plain",
-        "--backup-agent-image",
-        testenv::images::OPERATOR_IMAGE,
-    ]);
+    let kubeconfig = service_account_kubeconfig(&plane, OPERATOR_NAMESPACE, CONTROLLER_SA).await;
+    let mut args = controller_args(&kubeconfig);
+    args.extend(
+        [
+            "--leader-elect",
+            "--leader-election-namespace",
+            OPERATOR_NAMESPACE,
+            "--backup-agent-image",
+            testenv::images::OPERATOR_IMAGE,
+        ]
+        .map(str::to_owned),
+    );
+    let cli = Cli::parse_from(std::iter::once("controller".to_owned()).chain(args));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let controller = tokio::spawn(database_controller::app::run(cli, stopped.map(|_| ())));
 
     let dbs: Api<Database> = Api::namespaced(client.clone(), "default");
-    let db: Database = serde_json::from_value(json!({
-        "apiVersion": "mycompany.io/v1", "kind": "Database", "metadata": {"name": "rbac"},
-        "spec": {"engine": "postgres", "version": "17", "storage": "1Gi", "replicas": 2, "deletionPolicy": "Delete"},
-    }))
-    .expect("Database");
+    let db = fixtures::database(
+        "rbac",
+        &json!({"engine": "postgres", "version": "17", "storage": "1Gi", "replicas": 2, "deletionPolicy": "Delete"}),
+    );
     dbs.create(&PostParams::default(), &db)
         .await
         .expect("created");
     let user = format!("system:serviceaccount:{OPERATOR_NAMESPACE}:{CONTROLLER_SA}");
-    let started = Instant::now();
-    while phase(&dbs, "rbac").await != Some(Phase::Running) {
-        if started.elapsed() > Duration::from_secs(180) {
-            let status = dbs.get("rbac").await.ok().and_then(|d| d.status);
-            panic!(
-                "not Running: {status:?}\nrefused: {:#?}",
-                used_permissions(&plane, &user).1
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let running = Wait::new("rbac Running", Duration::from_secs(180))
+        .every(Duration::from_millis(200))
+        .poll(|| async {
+            match dbs
+                .get_opt("rbac")
+                .await
+                .ok()
+                .flatten()
+                .and_then(|d| d.status)
+            {
+                Some(status) if status.phase == Phase::Running => Ok(()),
+                status => Err(status),
+            }
+        })
+        .await;
+    // What was refused is what keeps a controller with too little RBAC from Running.
+    assert!(
+        running.is_ok(),
+        "not Running: {:?}\nrefused: {:#?}",
+        running.err().flatten(),
+        used_permissions(&plane, &user).1
+    );
 
     switch_over(&dbs).await;
     hand_edits_are_put_back(&client).await;
@@ -274,28 +285,27 @@ fn assert_every_rule_used(objects: &[Value], used: &BTreeSet<(String, String, St
 /// the old primary's Pod.
 async fn switch_over(dbs: &Api<Database>) {
     let primary = |db: Option<Database>| db.and_then(|d| d.status).and_then(|s| s.primary);
-    let started = Instant::now();
-    loop {
-        let status = dbs
-            .get_opt("rbac")
-            .await
-            .ok()
-            .flatten()
-            .and_then(|d| d.status);
-        let replicated = status.as_ref().is_some_and(|s| {
-            s.conditions
-                .iter()
-                .any(|c| c.type_ == "Replicated" && c.status == "True")
-        });
-        if replicated {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(180),
-            "not replicated: {status:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    Wait::new("rbac replicated", Duration::from_secs(180))
+        .every(Duration::from_millis(200))
+        .until_ok(|| async {
+            let status = dbs
+                .get_opt("rbac")
+                .await
+                .ok()
+                .flatten()
+                .and_then(|d| d.status);
+            let replicated = status.as_ref().is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.type_ == "Replicated" && c.status == "True")
+            });
+            if replicated {
+                Ok(())
+            } else {
+                Err(format!("status {status:#?}"))
+            }
+        })
+        .await;
     dbs.patch(
         "rbac",
         &PatchParams::default(),
@@ -372,12 +382,16 @@ async fn backups_retention_and_restore(client: &Client, dbs: &Api<Database>) {
         .expect("claim created");
     let destination = json!({"volume": {"claimName": "dumps"}});
     let backups: Api<DatabaseBackup> = Api::namespaced(client.clone(), "default");
-    let old: DatabaseBackup = serde_json::from_value(json!({
-        "apiVersion": "mycompany.io/v1", "kind": "DatabaseBackup",
-        "metadata": {"name": "rbac-old", "labels": {"mycompany.io/database": "rbac", "mycompany.io/scheduled": "true"}},
-        "spec": {"database": "rbac", "destination": destination},
-    }))
-    .expect("backup");
+    let mut old = fixtures::database_backup("rbac-old", "rbac", Some(&destination));
+    // Labelled as the schedule labels its own, so that its retention counts it.
+    old.metadata.labels = Some(
+        [
+            ("mycompany.io/database", "rbac"),
+            ("mycompany.io/scheduled", "true"),
+        ]
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .into(),
+    );
     backups
         .create(&PostParams::default(), &old)
         .await
@@ -388,20 +402,15 @@ async fn backups_retention_and_restore(client: &Client, dbs: &Api<Database>) {
             .as_ref()
             .is_some_and(|s| s.phase == BackupPhase::Succeeded)
     };
-    let started = Instant::now();
-    while !backups
-        .get("rbac-old")
-        .await
-        .ok()
-        .is_some_and(|b| succeeded(&b))
-    {
-        let status = backups.get("rbac-old").await.ok().and_then(|b| b.status);
-        assert!(
-            started.elapsed() < Duration::from_secs(180),
-            "the hand-made backup did not succeed: {status:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    Wait::new("the hand-made backup succeeded", Duration::from_secs(180))
+        .every(Duration::from_millis(500))
+        .until_ok(|| async {
+            match backups.get("rbac-old").await {
+                Ok(backup) if succeeded(&backup) => Ok(()),
+                read => Err(format!("status {:#?}", read.ok().and_then(|b| b.status))),
+            }
+        })
+        .await;
     dbs.patch(
         "rbac",
         &PatchParams::default(),
@@ -441,12 +450,11 @@ async fn backups_retention_and_restore(client: &Client, dbs: &Api<Database>) {
 /// A new Database from the backup `name`, Running once restored; then it and the
 /// backup (and its dump) are deleted.
 async fn restore_a_copy(dbs: &Api<Database>, backups: &Api<DatabaseBackup>, name: &str) {
-    let copy: Database = serde_json::from_value(json!({
-        "apiVersion": "mycompany.io/v1", "kind": "Database", "metadata": {"name": "rbac-copy"},
-        "spec": {"engine": "postgres", "version": "17", "storage": "1Gi", "deletionPolicy": "Delete",
-                 "restoreFrom": {"backup": name}},
-    }))
-    .expect("Database");
+    let copy = fixtures::database(
+        "rbac-copy",
+        &json!({"engine": "postgres", "version": "17", "storage": "1Gi", "deletionPolicy": "Delete",
+                "restoreFrom": {"backup": name}}),
+    );
     dbs.create(&PostParams::default(), &copy)
         .await
         .expect("copy created");
@@ -564,7 +572,7 @@ async fn the_webhook_certificate_bootstrap_works_with_only_the_deployed_rbac() {
         .await
         .expect("control plane");
     let client = plane.client().await.expect("admin client");
-    let objects = render_default(&plane).expect("renders");
+    let objects = render_default();
     install(&client, &objects, &["Deployment", "Job"]).await;
     let job = of_kind(&objects, "Job")[0];
     let args: Vec<&str> = job["spec"]["template"]["spec"]["containers"][0]["args"]
@@ -587,9 +595,7 @@ async fn the_webhook_certificate_bootstrap_works_with_only_the_deployed_rbac() {
         mutating_config: flag("mutating-config"),
     };
     let kubeconfig =
-        service_account_kubeconfig(&plane, OPERATOR_NAMESPACE, "database-operator-webhook")
-            .await
-            .expect("token");
+        service_account_kubeconfig(&plane, OPERATOR_NAMESPACE, "database-operator-webhook").await;
     let webhook_client = testenv::client_from(&kubeconfig).await.expect("client");
     database_webhook::certs::bootstrap(&webhook_client, &options)
         .await

@@ -11,7 +11,7 @@ use tempfile::TempDir;
 use crate::assets;
 use crate::full;
 use crate::kubeconfig::{self, Credentials};
-use crate::pki::{self, TestCa};
+use crate::pki::{self, CertifiedKey, TestCa};
 use crate::ports::free_port;
 use crate::process::Process;
 use crate::real::{NodeInputs, RealNode};
@@ -165,21 +165,7 @@ impl ControlPlane {
         let dir = tempfile::Builder::new().prefix("testenv-").tempdir()?;
         let root = dir.path();
 
-        let ca = TestCa::new("testenv-ca")?;
-        let serving = ca.issue_server(&[
-            "127.0.0.1",
-            "localhost",
-            "kubernetes",
-            "kubernetes.default.svc",
-            "kubernetes.default.svc.cluster.local",
-        ])?;
-        let admin = ca.issue_client("admin", &["system:masters"])?;
-        write(root, "ca.crt", ca.cert_pem())?;
-        write(root, "apiserver.crt", &serving.cert_pem)?;
-        write(root, "apiserver.key", &serving.key_pem)?;
-        let (sa_key, sa_pub) = pki::key_pair_pem()?;
-        write(root, "sa.key", &sa_key)?;
-        write(root, "sa.pub", &sa_pub)?;
+        let (ca, admin) = write_pki(root)?;
 
         let mut plane = Self {
             processes: Vec::new(),
@@ -196,17 +182,7 @@ impl ControlPlane {
         };
         let root = plane.dir.path().to_path_buf();
 
-        let etcd_port = free_port()?;
-        let etcd_peer_port = free_port()?;
-        let etcd = Process::spawn(
-            "etcd",
-            &etcd_bin,
-            &etcd_args(&root, etcd_port, etcd_peer_port),
-            &root,
-        )?;
-        plane.processes.push(etcd);
-        plane.etcd_url = format!("http://127.0.0.1:{etcd_port}");
-        plane.wait_for_port(etcd_port, "etcd").await?;
+        let etcd_port = plane.start_etcd(&etcd_bin).await?;
 
         let api_port = free_port()?;
         plane.server = format!("https://127.0.0.1:{api_port}");
@@ -234,6 +210,23 @@ impl ControlPlane {
 
         plane.start_nodes(options, &client).await?;
         Ok(plane)
+    }
+
+    /// Starts etcd on a free port and waits until it listens; returns its client port.
+    async fn start_etcd(&mut self, etcd_bin: &Path) -> Result<u16, Error> {
+        let root = self.dir.path().to_path_buf();
+        let etcd_port = free_port()?;
+        let etcd_peer_port = free_port()?;
+        let etcd = Process::spawn(
+            "etcd",
+            etcd_bin,
+            &etcd_args(&root, etcd_port, etcd_peer_port),
+            &root,
+        )?;
+        self.processes.push(etcd);
+        self.etcd_url = format!("http://127.0.0.1:{etcd_port}");
+        self.wait_for_port(etcd_port, "etcd").await?;
+        Ok(etcd_port)
     }
 
     /// kube-apiserver flags for the options that need them: the kubelet client of the
@@ -604,6 +597,28 @@ pub async fn client_from(path: &Path) -> Result<Client, Error> {
     let kubeconfig = Kubeconfig::read_from(path)?;
     let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
     Ok(Client::try_from(config)?)
+}
+
+/// Creates the test CA and writes into `root` what the API server serves and signs
+/// with: the CA, its serving certificate and the service-account key pair. Returns the
+/// CA and the admin's client certificate.
+fn write_pki(root: &Path) -> Result<(TestCa, CertifiedKey), Error> {
+    let ca = TestCa::new("testenv-ca")?;
+    let serving = ca.issue_server(&[
+        "127.0.0.1",
+        "localhost",
+        "kubernetes",
+        "kubernetes.default.svc",
+        "kubernetes.default.svc.cluster.local",
+    ])?;
+    let admin = ca.issue_client("admin", &["system:masters"])?;
+    write(root, "ca.crt", ca.cert_pem())?;
+    write(root, "apiserver.crt", &serving.cert_pem)?;
+    write(root, "apiserver.key", &serving.key_pem)?;
+    let (sa_key, sa_pub) = pki::key_pair_pem()?;
+    write(root, "sa.key", &sa_key)?;
+    write(root, "sa.pub", &sa_pub)?;
+    Ok((ca, admin))
 }
 
 fn write(dir: &Path, name: &str, contents: &str) -> std::io::Result<()> {

@@ -12,6 +12,9 @@
 //!
 //! Binaries come from `$KUBEBUILDER_ASSETS` (the envtest convention) or from the cache
 //! that `cargo xtask control-plane build` fills; see [`assets`].
+//!
+//! [`toolkit`] holds what the acceptance tests share: waits, a control plane with the
+//! CRDs and a namespace, kubectl, Database fixtures and the real tier's steps.
 
 pub mod assets;
 pub mod clients;
@@ -27,6 +30,8 @@ mod pki;
 mod ports;
 pub mod process;
 pub mod real;
+pub mod scripted;
+pub mod toolkit;
 mod volumes;
 
 pub use control_plane::{ControlPlane, Error, Options, client_from};

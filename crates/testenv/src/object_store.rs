@@ -65,27 +65,7 @@ impl ObjectStore {
             data.display().to_string(),
         ];
         let mut process = Process::spawn("versitygw", &binary, &args, dir.path())?;
-        let started = Instant::now();
-        loop {
-            if let Some(status) = process.exited() {
-                return Err(Error::Exited {
-                    component: "versitygw".into(),
-                    status: status.to_string(),
-                    log: process.log_tail(20),
-                });
-            }
-            if tokio::net::TcpStream::connect((ip, port)).await.is_ok() {
-                break;
-            }
-            if started.elapsed() > READY_WITHIN {
-                return Err(Error::NotReady {
-                    what: "versitygw".into(),
-                    timeout: READY_WITHIN,
-                    log: process.log_tail(20),
-                });
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        wait_listening(&mut process, ip, port).await?;
         Ok(Self {
             process,
             dir,
@@ -161,6 +141,32 @@ impl ObjectStore {
 impl Drop for ObjectStore {
     fn drop(&mut self) {
         self.process.stop();
+    }
+}
+
+/// Waits until the store listens on `ip:port`; fails with its log when it exits first
+/// or does not listen within [`READY_WITHIN`].
+async fn wait_listening(process: &mut Process, ip: &str, port: u16) -> Result<(), Error> {
+    let started = Instant::now();
+    loop {
+        if let Some(status) = process.exited() {
+            return Err(Error::Exited {
+                component: "versitygw".into(),
+                status: status.to_string(),
+                log: process.log_tail(20),
+            });
+        }
+        if tokio::net::TcpStream::connect((ip, port)).await.is_ok() {
+            return Ok(());
+        }
+        if started.elapsed() > READY_WITHIN {
+            return Err(Error::NotReady {
+                what: "versitygw".into(),
+                timeout: READY_WITHIN,
+                log: process.log_tail(20),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 

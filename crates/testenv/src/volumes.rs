@@ -120,7 +120,7 @@ async fn provision(client: &Client, claim: &PersistentVolumeClaim) -> Result<(),
     match volumes.create(&PostParams::default(), &volume).await {
         Ok(_) => {}
         // Another event for the same claim got there first.
-        Err(kube::Error::Api(status)) if status.code == 409 => {}
+        Err(kube::Error::Api(status)) if status.is_already_exists() => {}
         Err(err) => return Err(err),
     }
     let merge = PatchParams::default();
@@ -167,12 +167,12 @@ async fn release(client: &Client, claim: &PersistentVolumeClaim) -> Result<(), k
         .await
     {
         Ok(_) => {}
-        Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
+        Err(kube::Error::Api(status)) if status.is_not_found() => return Ok(()),
         Err(err) => return Err(err),
     }
     match volumes.delete(&name, &DeleteParams::default()).await {
         Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(kube::Error::Api(status)) if status.is_not_found() => Ok(()),
         Err(err) => Err(err),
     }
 }

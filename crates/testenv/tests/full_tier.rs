@@ -8,6 +8,7 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::json;
+use testenv::toolkit::Wait;
 use testenv::{ControlPlane, Options};
 
 #[tokio::test]
@@ -17,45 +18,28 @@ async fn a_statefulset_becomes_ready_with_bound_volumes() {
         .expect("full control plane starts");
     let client = plane.client().await.expect("client");
     let sets: Api<StatefulSet> = Api::namespaced(client.clone(), "default");
-    let set = serde_json::from_value(json!({
-        "metadata": {"name": "web"},
-        "spec": {
-            "replicas": 3,
-            "serviceName": "web",
-            "selector": {"matchLabels": {"app": "web"}},
-            "template": {
-                "metadata": {"labels": {"app": "web"}},
-                "spec": {"containers": [{"name": "web", "image": "registry.invalid/web:1",
-                    "volumeMounts": [{"name": "data", "mountPath": "/data"}]}]},
-            },
-            "volumeClaimTemplates": [{
-                "metadata": {"name": "data"},
-                "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
-            }],
-        },
-    }))
-    .expect("StatefulSet");
-    sets.create(&PostParams::default(), &set)
+    sets.create(&PostParams::default(), &web())
         .await
         .expect("created");
 
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
-    loop {
-        let current = sets.get("web").await.expect("get");
-        let ready = current.status.and_then(|s| s.ready_replicas).unwrap_or(0);
-        if ready == 3 {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "only {ready}/3 ready; kcm log:\n{}\nkwok log:\n{}",
-            plane
-                .log_tail("kube-controller-manager", 20)
-                .unwrap_or_default(),
-            plane.log_tail("kwok", 20).unwrap_or_default()
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    let ready = Wait::new("3 Pods ready", Duration::from_secs(120))
+        .every(Duration::from_millis(250))
+        .poll(|| async {
+            let current = sets.get("web").await.expect("get");
+            let ready = current.status.and_then(|s| s.ready_replicas).unwrap_or(0);
+            if ready == 3 { Ok(()) } else { Err(ready) }
+        })
+        .await;
+    // The components' logs say why Pods or volumes did not come.
+    assert!(
+        ready.is_ok(),
+        "only {}/3 ready; kcm log:\n{}\nkwok log:\n{}",
+        ready.err().unwrap_or_default(),
+        plane
+            .log_tail("kube-controller-manager", 20)
+            .unwrap_or_default(),
+        plane.log_tail("kwok", 20).unwrap_or_default()
+    );
 
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "default");
     let listed = claims.list(&ListParams::default()).await.expect("claims");
@@ -83,6 +67,28 @@ async fn a_statefulset_becomes_ready_with_bound_volumes() {
     );
 
     a_deleted_claim_takes_its_volume(&client, &sets, &claims).await;
+}
+
+/// StatefulSet `web`: three Pods, each with a 1Gi claim of the default class.
+fn web() -> StatefulSet {
+    serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {
+            "replicas": 3,
+            "serviceName": "web",
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": "registry.invalid/web:1",
+                    "volumeMounts": [{"name": "data", "mountPath": "/data"}]}]},
+            },
+            "volumeClaimTemplates": [{
+                "metadata": {"name": "data"},
+                "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+            }],
+        },
+    }))
+    .expect("StatefulSet")
 }
 
 /// Each claim has a volume of its own, bound to it; a claim deleted (once no Pod uses it)
@@ -114,17 +120,17 @@ async fn a_deleted_claim_takes_its_volume(
         .delete("data-web-0", &DeleteParams::default())
         .await
         .expect("claim deleted");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    while volumes
-        .get_opt(&volume_name)
-        .await
-        .expect("volume read")
-        .is_some()
-    {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "volume {volume_name} outlived its claim"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    Wait::new(
+        format!("volume {volume_name} to go with its claim"),
+        Duration::from_secs(60),
+    )
+    .every(Duration::from_millis(250))
+    .until(|| async {
+        volumes
+            .get_opt(&volume_name)
+            .await
+            .expect("volume read")
+            .is_none()
+    })
+    .await;
 }

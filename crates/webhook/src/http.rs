@@ -69,6 +69,7 @@ async fn timeout(State(state): State<AppState>, request: Request, next: Next) ->
     }
 }
 
+#[tracing::instrument(name = "validate", skip_all)]
 async fn validate(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
     let started = Instant::now();
     let request = match read(&headers, &body) {
@@ -114,6 +115,7 @@ async fn validate(State(state): State<AppState>, headers: HeaderMap, body: Bytes
     answered(&state, Endpoint::Validate, verdict, started, response)
 }
 
+#[tracing::instrument(name = "mutate", skip_all)]
 async fn mutate(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
     let started = Instant::now();
     let request = match read(&headers, &body) {

@@ -6,11 +6,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 use database_api::validation::{DEFAULT_MAX_STORAGE_GI, Limits};
 use database_webhook::AppState;
 use database_webhook::certs::{self, BootstrapOptions, Renewal};
 use database_webhook::server::{ServeOptions, Server};
+use operator_runtime::telemetry::{self, LogFormat};
 
 #[derive(Parser)]
 #[command(
@@ -112,18 +113,13 @@ struct BootstrapArgs {
     ca_overlap: Duration,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
-enum LogFormat {
-    Json,
-    Plain,
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     // One crypto provider for the whole process, before anything builds a TLS config.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = Cli::parse();
-    init_logging(cli.log_format);
+    // Logs, and OTLP traces when OTEL_EXPORTER_OTLP_ENDPOINT is set, as the controller.
+    let _telemetry = telemetry::init(cli.log_format, "database-webhook")?;
     match cli.command {
         None => serve(cli.serve).await,
         Some(Command::Certs {
@@ -196,15 +192,5 @@ async fn shutdown_signal() {
     tokio::select! {
         () = terminate => {}
         _ = tokio::signal::ctrl_c() => {}
-    }
-}
-
-fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    match format {
-        LogFormat::Json => builder.json().init(),
-        LogFormat::Plain => builder.init(),
     }
 }

@@ -2,13 +2,19 @@
 //! deploy/webhook: kubectl sees its denials, warnings and defaults, on the Database and
 //! through its scale subresource.
 
+// Each request and the API server's answer are one scenario, told in one function.
+#![allow(clippy::too_many_lines)]
+
+mod cluster;
 mod common;
 
-use common::cluster::{cluster_with_webhook, database, databases, kubectl};
+use cluster::{cluster_with_webhook, databases};
 use database_api::constants::labels;
 use http_body_util::BodyExt as _;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
+use testenv::toolkit::fixtures::database_object;
+use testenv::toolkit::kubectl::kubectl;
 
 const MINIMAL: &str = "apiVersion: mycompany.io/v1
 kind: Database
@@ -93,7 +99,7 @@ async fn shrinking_storage_and_downgrading_a_major_version_are_refused_on_update
     let api = databases(&client);
     api.create(
         &PostParams::default(),
-        &database(
+        &database_object(
             "orders-db",
             &json!({"engine": "postgres", "version": "16.4", "storage": "100Gi"}),
         ),
@@ -212,7 +218,7 @@ async fn kubectl_scale_and_scale_patches_and_puts_reach_the_webhook_and_carry_it
     // Scale names the engine, and mongodb's warning about even member counts comes.
     api.create(
         &PostParams::default(),
-        &database(
+        &database_object(
             "events-db",
             &json!({"engine": "mongodb", "version": "7.0", "storage": "10Gi"}),
         ),
@@ -285,7 +291,7 @@ async fn a_scale_out_of_bounds_is_refused_naming_spec_replicas_and_changes_nothi
     let api = databases(&client);
     api.create(
         &PostParams::default(),
-        &database(
+        &database_object(
             "orders-db",
             &json!({"engine": "postgres", "version": "16.4", "storage": "10Gi"}),
         ),

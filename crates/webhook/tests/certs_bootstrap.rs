@@ -3,6 +3,9 @@
 //! serving certificate that does not fit with the same CA, and replaces a CA that cannot
 //! be kept while still trusting the old one for the overlap.
 
+// The runs of bootstrap, each on what the last left, are one story, told in one function.
+#![allow(clippy::too_many_lines)]
+
 use std::path::Path;
 
 use database_webhook::certs::{self, BootstrapOptions, Outcome, State, Step, service_dns_names};
@@ -10,9 +13,11 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
-use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, PostParams};
-use serde_json::{Value, json};
+use serde_json::Value;
+use testenv::toolkit::Cluster;
+use testenv::toolkit::cluster::webhook_ca_bundles;
 use testenv::{ControlPlane, Options};
 use time::OffsetDateTime;
 
@@ -46,26 +51,11 @@ async fn stored(secrets: &Api<Secret>) -> State {
 
 /// The CAs (DER) in each webhook's caBundle, validating then mutating.
 async fn ca_bundles(client: &kube::Client) -> Vec<Vec<Vec<u8>>> {
-    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-    let v = validating
-        .get("validating-webhook")
+    webhook_ca_bundles(client, "validating-webhook", "mutating-webhook")
         .await
-        .expect("validating");
-    let m = mutating.get("mutating-webhook").await.expect("mutating");
-    let bundles = v
-        .webhooks
-        .unwrap_or_default()
-        .into_iter()
-        .map(|hook| hook.client_config.ca_bundle)
-        .chain(
-            m.webhooks
-                .unwrap_or_default()
-                .into_iter()
-                .map(|hook| hook.client_config.ca_bundle),
-        );
-    bundles
-        .map(|bundle| certs::ders(&String::from_utf8_lossy(&bundle.unwrap_or_default().0)))
+        .expect("both configurations")
+        .iter()
+        .map(|bundle| certs::ders(bundle))
         .collect()
 }
 
@@ -78,18 +68,7 @@ fn unchanged() -> Outcome {
 
 /// A control plane with the namespace and both configurations of deploy/webhook.
 async fn cluster_with_configurations() -> (ControlPlane, kube::Client) {
-    let plane = ControlPlane::start(Options::default())
-        .await
-        .expect("control plane");
-    let client = plane.client().await.expect("client");
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    namespaces
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": NAMESPACE}})).expect("ns"),
-        )
-        .await
-        .expect("namespace");
+    let Cluster { plane, client, .. } = Cluster::start(Options::default(), &[], NAMESPACE).await;
     let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
     validating
         .create(

@@ -4,9 +4,13 @@
 //! configurations carry the cainjector annotation, and the Job, the CronJob and their
 //! RBAC are gone.
 
+// Each overlay rendered and what it must hold are one scenario, told in one function.
+#![allow(clippy::too_many_lines)]
+
 use std::path::{Component, Path, PathBuf};
 
 use serde_json::Value;
+use testenv::toolkit::kubectl::kustomize;
 
 /// `to` relative to `from` (kustomize refuses absolute paths to other kustomizations).
 fn relative(from: &Path, to: &Path) -> PathBuf {
@@ -116,18 +120,7 @@ fn the_certmanager_component_in_the_default_overlay_wires_certificate_and_config
 
 /// `kubectl kustomize dir`, as separate documents.
 fn render(dir: &Path) -> Vec<Value> {
-    let kubectl = testenv::assets::find("kubectl").expect("kubectl");
-    let output = std::process::Command::new(kubectl)
-        .arg("kustomize")
-        .arg(dir)
-        .output()
-        .expect("kubectl kustomize");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_saphyr::from_multiple(&String::from_utf8_lossy(&output.stdout)).expect("YAML documents")
+    serde_saphyr::from_multiple(&kustomize(dir)).expect("YAML documents")
 }
 
 #[test]

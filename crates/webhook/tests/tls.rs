@@ -1,13 +1,28 @@
 //! The webhook over real TLS on loopback: protocol versions, ALPN, status codes,
 //! certificate rotation under load, and a latency measurement.
 
+// Each client and what the server does to it are one scenario, told in one function.
+#![allow(clippy::too_many_lines)]
+
 mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Connection, TlsClient, Webhook, der_of, review};
+use common::Webhook;
 use database_webhook::{MAX_BODY_BYTES, MUTATE_PATH, VALIDATE_PATH};
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject as _;
 use serde_json::json;
+use testenv::https::{Connection, TlsClient, admission_review as review};
+
+/// The DER of the first certificate in `pem`.
+fn der_of(pem: &str) -> Vec<u8> {
+    CertificateDer::pem_slice_iter(pem.as_bytes())
+        .next()
+        .expect("a certificate")
+        .expect("PEM")
+        .to_vec()
+}
 
 fn valid_spec() -> serde_json::Value {
     json!({"engine": "postgres", "version": "16.4", "storage": "10Gi"})
@@ -315,9 +330,7 @@ async fn a_client_that_never_finishes_its_handshake_or_its_headers_is_disconnect
     let started = std::time::Instant::now();
     let mut roots = rustls::RootCertStore::empty();
     roots
-        .add(rustls::pki_types::CertificateDer::from(common::der_of(
-            webhook.ca.cert_pem(),
-        )))
+        .add(CertificateDer::from(der_of(webhook.ca.cert_pem())))
         .expect("CA");
     let config = rustls::ClientConfig::builder()
         .with_root_certificates(roots)

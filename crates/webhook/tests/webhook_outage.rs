@@ -2,12 +2,18 @@
 //! still let metadata-only updates (the controller's finalizer) and deletion through,
 //! while anything the webhook must judge is refused.
 
+// The outage, what works through it, and the recovery are one story, told in one function.
+#![allow(clippy::too_many_lines)]
+
+mod cluster;
 mod common;
 
+use cluster::{NAMESPACE, cluster_with_webhook, databases, register};
 use common::Webhook;
-use common::cluster::{cluster_with_webhook, database, databases, register, wait_until_in_effect};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
+use testenv::toolkit::cluster::wait_for_webhooks;
+use testenv::toolkit::fixtures::database_object;
 
 const FINALIZER: &str = database_api::constants::FINALIZER;
 
@@ -16,7 +22,7 @@ async fn finalizers_and_deletion_complete_while_the_webhook_is_down_but_a_create
     let (_plane, client, mut webhook) = cluster_with_webhook().await;
     let api = databases(&client);
     let spec = json!({"engine": "postgres", "version": "16.4", "storage": "10Gi"});
-    api.create(&PostParams::default(), &database("orders-db", &spec))
+    api.create(&PostParams::default(), &database_object("orders-db", &spec))
         .await
         .expect("created while the webhook runs");
 
@@ -33,7 +39,10 @@ async fn finalizers_and_deletion_complete_while_the_webhook_is_down_but_a_create
         .expect("an annotation skips the webhooks");
 
     let err = api
-        .create(&PostParams::default(), &database("billing-db", &spec))
+        .create(
+            &PostParams::default(),
+            &database_object("billing-db", &spec),
+        )
         .await
         .expect_err("a create needs the webhook");
     let kube::Error::Api(status) = err else {
@@ -101,10 +110,13 @@ async fn finalizers_and_deletion_complete_while_the_webhook_is_down_but_a_create
     }
     let back = Webhook::start();
     register(&client, &back).await;
-    wait_until_in_effect(&client).await;
-    api.create(&PostParams::default(), &database("billing-db", &spec))
-        .await
-        .expect("creates work again once the webhook is back");
+    wait_for_webhooks(&client, NAMESPACE).await;
+    api.create(
+        &PostParams::default(),
+        &database_object("billing-db", &spec),
+    )
+    .await
+    .expect("creates work again once the webhook is back");
 }
 
 /// The API server going away and coming back needs nothing from the webhook: the same
@@ -114,9 +126,12 @@ async fn admission_works_again_after_an_api_server_restart_without_restarting_th
     let (mut plane, client, _webhook) = cluster_with_webhook().await;
     let api = databases(&client);
     let spec = json!({"engine": "postgres", "version": "16.4", "storage": "10Gi"});
-    api.create(&PostParams::default(), &database("before-restart", &spec))
-        .await
-        .expect("created before the restart");
+    api.create(
+        &PostParams::default(),
+        &database_object("before-restart", &spec),
+    )
+    .await
+    .expect("created before the restart");
 
     plane.stop_apiserver();
     assert!(
@@ -127,11 +142,11 @@ async fn admission_works_again_after_an_api_server_restart_without_restarting_th
 
     // The restarted API server reads the configurations again and calls the same
     // webhook: a denial comes from the validating one, the label from the mutating one.
-    wait_until_in_effect(&client).await;
+    wait_for_webhooks(&client, NAMESPACE).await;
     let err = api
         .create(
             &PostParams::default(),
-            &database(
+            &database_object(
                 "too-old",
                 &json!({"engine": "postgres", "version": "12", "storage": "1Gi"}),
             ),
@@ -143,7 +158,10 @@ async fn admission_works_again_after_an_api_server_restart_without_restarting_th
         "{err}"
     );
     let created = api
-        .create(&PostParams::default(), &database("after-restart", &spec))
+        .create(
+            &PostParams::default(),
+            &database_object("after-restart", &spec),
+        )
         .await
         .expect("created after the restart");
     assert!(

@@ -71,26 +71,51 @@ pub async fn measure(bin_dir: &std::path::Path, mib: u64) -> anyhow::Result<Thro
     running(&bench, "source").await?;
     // Rows of about 250 bytes: an id, a hash and filler, as a table of orders would be.
     let rows = mib * 1024 * 1024 / 250;
+    let table_bytes = fill(&bench, rows, mib).await?;
+    let backup = back_up(&bench, &store).await?;
+    let restore_took = restore(&bench, &storage, rows).await?;
+    Ok(Throughput {
+        dump_bytes: backup.dump_bytes,
+        stored_bytes: backup.stored_bytes,
+        table_bytes,
+        backup: backup.took,
+        restore: restore_took,
+    })
+}
+
+/// Writes `rows` rows into the source's `orders` table and gives the table's size in
+/// bytes (0 when psql's answer does not parse).
+async fn fill(bench: &Bench, rows: u64, mib: u64) -> anyhow::Result<u64> {
     let fill = format!(
         r#"psql "$URI" -v ON_ERROR_STOP=1 -qc "CREATE TABLE orders (id bigint PRIMARY KEY, hash text, filler text); INSERT INTO orders SELECT g, md5(g::text), repeat(md5((g * 7)::text), 6) FROM generate_series(1, {rows}) g" && psql "$URI" -tAc "SELECT pg_total_relation_size('orders')""#
     );
     println!("bench: backup: writing {rows} rows (about {mib} MiB)");
-    let (ok, output) = client(&bench, "source", &fill, Duration::from_secs(1800)).await?;
+    let (ok, output) = client(bench, "source", &fill, Duration::from_secs(1800)).await?;
     if !ok {
         bail!("filling the table failed: {output}");
     }
-    let table_bytes = output
+    Ok(output
         .trim()
         .lines()
         .last()
         .and_then(|l| l.trim().parse().ok())
-        .unwrap_or(0);
+        .unwrap_or(0))
+}
 
+/// What a finished backup measured.
+struct BackedUp {
+    dump_bytes: u64,
+    stored_bytes: u64,
+    took: Duration,
+}
+
+/// Backs the source up into the store and times it from asking to done.
+async fn back_up(bench: &Bench, store: &ObjectStore) -> anyhow::Result<BackedUp> {
     let started = Instant::now();
     let backup: DatabaseBackup = serde_json::from_value(json!({
         "apiVersion": "mycompany.io/v1", "kind": "DatabaseBackup",
         "metadata": {"name": "throughput"},
-        "spec": {"database": "source", "destination": destination(&store)},
+        "spec": {"database": "source", "destination": destination(store)},
     }))?;
     let backups: Api<DatabaseBackup> = Api::namespaced(bench.client.clone(), NAMESPACE);
     backups.create(&PostParams::default(), &backup).await?;
@@ -99,7 +124,7 @@ pub async fn measure(bin_dir: &std::path::Path, mib: u64) -> anyhow::Result<Thro
         matches!(status.phase, BackupPhase::Succeeded | BackupPhase::Failed).then_some(status)
     })
     .await?;
-    let backup_took = started.elapsed();
+    let took = started.elapsed();
     if status.phase != BackupPhase::Succeeded {
         bail!("the backup failed: {}", status.error.unwrap_or_default());
     }
@@ -111,12 +136,19 @@ pub async fn measure(bin_dir: &std::path::Path, mib: u64) -> anyhow::Result<Thro
         .size_bytes
         .and_then(|b| u64::try_from(b).ok())
         .unwrap_or(0);
-    println!(
-        "bench: backup: {dump_bytes} bytes of dump, {stored_bytes} stored, in {backup_took:.1?}"
-    );
+    println!("bench: backup: {dump_bytes} bytes of dump, {stored_bytes} stored, in {took:.1?}");
+    Ok(BackedUp {
+        dump_bytes,
+        stored_bytes,
+        took,
+    })
+}
 
+/// Restores the backup into a new Database, checks it holds the `rows` rows and gives
+/// how long the restore took.
+async fn restore(bench: &Bench, storage: &str, rows: u64) -> anyhow::Result<Duration> {
     create(
-        &bench,
+        bench,
         "restored",
         json!({"engine": "postgres", "version": "17", "storage": storage,
                "restoreFrom": {"backup": "throughput"}}),
@@ -135,21 +167,15 @@ pub async fn measure(bin_dir: &std::path::Path, mib: u64) -> anyhow::Result<Thro
     })
     .await?;
     let restoring = Instant::now();
-    running(&bench, "restored").await?;
-    let restore_took = restoring.elapsed();
+    running(bench, "restored").await?;
+    let took = restoring.elapsed();
     let count = r#"psql "$URI" -tAc "SELECT count(*) FROM orders""#;
-    let (ok, counted) = client(&bench, "restored", count, Duration::from_secs(300)).await?;
+    let (ok, counted) = client(bench, "restored", count, Duration::from_secs(300)).await?;
     if !ok || counted.trim().lines().last().map(str::trim) != Some(rows.to_string().as_str()) {
         bail!("the restored table does not hold the {rows} rows: {counted}");
     }
-    println!("bench: restore: {restore_took:.1?}");
-    Ok(Throughput {
-        dump_bytes,
-        stored_bytes,
-        table_bytes,
-        backup: backup_took,
-        restore: restore_took,
-    })
+    println!("bench: restore: {took:.1?}");
+    Ok(took)
 }
 
 async fn prepare_store(bench: &Bench, store: &ObjectStore) -> anyhow::Result<()> {

@@ -202,28 +202,7 @@ async fn one_failover(bench: &Bench, case: &EngineCase, trial: usize) -> anyhow:
         more: &[],
         limit: Duration::from_secs(u64::from(WRITER_SECONDS) + 120),
     };
-    let kill = async {
-        // Let the writer start and write for a while first.
-        tokio::time::sleep(Duration::from_secs(8)).await;
-        cordon(bench, true).await?;
-        let killed_ms = unix_ms();
-        let killed = Instant::now();
-        let pods: Api<Pod> = Api::namespaced(bench.client.clone(), NAMESPACE);
-        pods.delete(&old, &DeleteParams::default().grace_period(0))
-            .await
-            .context("killing the primary")?;
-        wait_until(Duration::from_secs(180), "a new primary", || async {
-            primary(bench)
-                .await
-                .ok()
-                .flatten()
-                .is_some_and(|p| p != old)
-        })
-        .await?;
-        let to_primary = killed.elapsed();
-        cordon(bench, false).await?;
-        anyhow::Ok((killed_ms, to_primary))
-    };
+    let kill = kill_primary(bench, &old);
     let (written, killed) = tokio::join!(write.run(&bench.client), kill);
     let (killed_ms, to_primary) = killed?;
     let (ok, output) = written?;
@@ -257,6 +236,32 @@ async fn one_failover(bench: &Bench, case: &EngineCase, trial: usize) -> anyhow:
         acknowledged: acks.len(),
         lost: clients::lost(&acks, &stored).len(),
     })
+}
+
+/// While the writer runs, kills the primary `old` as a dead node would lose it and
+/// waits for a new one; gives the kill's Unix time in ms and how long the new primary
+/// took to appear in status.
+async fn kill_primary(bench: &Bench, old: &str) -> anyhow::Result<(u64, Duration)> {
+    // Let the writer start and write for a while first.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    cordon(bench, true).await?;
+    let killed_ms = unix_ms();
+    let killed = Instant::now();
+    let pods: Api<Pod> = Api::namespaced(bench.client.clone(), NAMESPACE);
+    pods.delete(old, &DeleteParams::default().grace_period(0))
+        .await
+        .context("killing the primary")?;
+    wait_until(Duration::from_secs(180), "a new primary", || async {
+        primary(bench)
+            .await
+            .ok()
+            .flatten()
+            .is_some_and(|p| p != old)
+    })
+    .await?;
+    let to_primary = killed.elapsed();
+    cordon(bench, false).await?;
+    Ok((killed_ms, to_primary))
 }
 
 async fn primary(bench: &Bench) -> anyhow::Result<Option<String>> {

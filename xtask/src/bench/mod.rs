@@ -101,102 +101,160 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         .iter()
         .map(|e| failover::case(e))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    if args.runs(Part::Failover) || args.runs(Part::Backup) {
-        crate::control_plane::ensure_built(crate::control_plane::Tier::Real)?;
-        let mut images = failover::images(&engines);
-        images.extend(backup::IMAGES.iter().map(|i| (*i).to_owned()));
-        crate::images::ensure_built(&images)?;
-    } else {
-        crate::control_plane::ensure_built(crate::control_plane::Tier::Full)?;
-    }
-    let (burst, scales, idle) = if args.smoke {
-        (20, vec![0, 20], 5)
-    } else {
-        (args.burst, args.scale.clone(), args.idle_seconds)
-    };
+    ensure_prerequisites(args, &engines)?;
     let profile = if args.smoke { "debug" } else { "release" };
     let bin_dir = build(profile)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let (latency, scales, webhook, failovers, throughput) = runtime.block_on(async {
-        let latency = if args.runs(Part::Latency) {
-            Some(latency_run(&bin_dir, burst).await?)
-        } else {
-            None
-        };
-        let mut scale_results = Vec::new();
-        if args.runs(Part::Scale) {
-            for count in scales {
-                println!("bench: scale {count}");
-                scale_results
-                    .push(measure_scale(&bin_dir, count, Duration::from_secs(idle)).await?);
-            }
-        }
-        let webhook = if args.runs(Part::Webhook) {
-            println!("bench: webhook");
-            let requests = if args.smoke {
-                Requests {
-                    direct: 500,
-                    api_server: 100,
-                }
-            } else {
-                Requests {
-                    direct: 20_000,
-                    api_server: 2_000,
-                }
-            };
-            Some(webhook::measure(&bin_dir, &requests).await?)
-        } else {
-            None
-        };
-        let failovers = if args.runs(Part::Failover) {
-            println!("bench: failover");
-            // The smoke run proves the part runs: one failover, asynchronous only.
-            let modes: &[bool] = if args.smoke { &[false] } else { &[false, true] };
-            failover::measure(&bin_dir, args.failover_trials, &engines, modes).await?
-        } else {
-            Vec::new()
-        };
-        let throughput = if args.runs(Part::Backup) {
-            println!("bench: backup and restore of {} MiB", args.backup_mib);
-            Some(backup::measure(&bin_dir, args.backup_mib).await?)
-        } else {
-            None
-        };
-        anyhow::Ok((latency, scale_results, webhook, failovers, throughput))
-    })?;
-    let targets = targets::evaluate(latency.as_ref(), &scales, webhook.as_ref(), &failovers);
-    let mut json = json!({"build": profile});
-    if let Some((single, burst, cold_start)) = &latency {
-        print_latency(single, burst, *cold_start);
-        json["latency"] = latency_json(single, burst, *cold_start);
-    }
-    if !scales.is_empty() {
-        print_scales(&scales);
-        json["scale"] = scales_json(&scales);
-    }
-    if let Some(webhook) = &webhook {
-        print_webhook(webhook);
-        json["webhook"] = webhook_json(webhook);
-    }
-    if !failovers.is_empty() {
-        print_failovers(&failovers);
-        json["failover"] = failovers.iter().map(failover::Failover::to_json).collect();
-    }
-    if let Some(throughput) = &throughput {
-        print_throughput(throughput);
-        json["backup"] = throughput.to_json();
-    }
+    let figures = runtime.block_on(measure_parts(args, &bin_dir, &engines))?;
+    let targets = targets::evaluate(
+        figures.latency.as_ref(),
+        &figures.scales,
+        figures.webhook.as_ref(),
+        &figures.failovers,
+    );
+    let mut json = figures.print_and_json(profile);
     print_targets(&targets);
     json["targets"] = targets.iter().map(Target::to_json).collect();
+    write_results(args, &json)?;
+    check_sane(figures.latency.as_ref(), &figures.scales)
+}
+
+/// Builds the control plane of the tier the chosen parts need, and the real tier's
+/// images when a part runs real servers.
+fn ensure_prerequisites(
+    args: &BenchArgs,
+    engines: &[&'static failover::EngineCase],
+) -> anyhow::Result<()> {
+    if args.runs(Part::Failover) || args.runs(Part::Backup) {
+        crate::control_plane::ensure_built(crate::control_plane::Tier::Real)?;
+        let mut images = failover::images(engines);
+        images.extend(backup::IMAGES.iter().map(|i| (*i).to_owned()));
+        crate::images::ensure_built(&images)?;
+    } else {
+        crate::control_plane::ensure_built(crate::control_plane::Tier::Full)?;
+    }
+    Ok(())
+}
+
+/// The figures of the parts that ran; a part that did not run is `None` or empty.
+struct Figures {
+    latency: Option<(Latency, Latency, Duration)>,
+    scales: Vec<Scale>,
+    webhook: Option<WebhookFigures>,
+    failovers: Vec<failover::Failover>,
+    throughput: Option<backup::Throughput>,
+}
+
+/// Runs each chosen part in turn, with the binaries from `bin_dir`.
+async fn measure_parts(
+    args: &BenchArgs,
+    bin_dir: &std::path::Path,
+    engines: &[&'static failover::EngineCase],
+) -> anyhow::Result<Figures> {
+    let (burst, scales, idle) = if args.smoke {
+        (20, vec![0, 20], 5)
+    } else {
+        (args.burst, args.scale.clone(), args.idle_seconds)
+    };
+    let latency = if args.runs(Part::Latency) {
+        Some(latency_run(bin_dir, burst).await?)
+    } else {
+        None
+    };
+    let mut scale_results = Vec::new();
+    if args.runs(Part::Scale) {
+        for count in scales {
+            println!("bench: scale {count}");
+            scale_results.push(measure_scale(bin_dir, count, Duration::from_secs(idle)).await?);
+        }
+    }
+    let webhook = if args.runs(Part::Webhook) {
+        println!("bench: webhook");
+        Some(webhook::measure(bin_dir, &webhook_requests(args.smoke)).await?)
+    } else {
+        None
+    };
+    let failovers = if args.runs(Part::Failover) {
+        println!("bench: failover");
+        // The smoke run proves the part runs: one failover, asynchronous only.
+        let modes: &[bool] = if args.smoke { &[false] } else { &[false, true] };
+        failover::measure(bin_dir, args.failover_trials, engines, modes).await?
+    } else {
+        Vec::new()
+    };
+    let throughput = if args.runs(Part::Backup) {
+        println!("bench: backup and restore of {} MiB", args.backup_mib);
+        Some(backup::measure(bin_dir, args.backup_mib).await?)
+    } else {
+        None
+    };
+    Ok(Figures {
+        latency,
+        scales: scale_results,
+        webhook,
+        failovers,
+        throughput,
+    })
+}
+
+/// The webhook part's request counts: few in the smoke run, enough for a p99 otherwise.
+fn webhook_requests(smoke: bool) -> Requests {
+    if smoke {
+        Requests {
+            direct: 500,
+            api_server: 100,
+        }
+    } else {
+        Requests {
+            direct: 20_000,
+            api_server: 2_000,
+        }
+    }
+}
+
+impl Figures {
+    /// Prints a table per part that ran and gives the same figures as JSON.
+    fn print_and_json(&self, profile: &str) -> Value {
+        let mut json = json!({"build": profile});
+        if let Some((single, burst, cold_start)) = &self.latency {
+            print_latency(single, burst, *cold_start);
+            json["latency"] = latency_json(single, burst, *cold_start);
+        }
+        if !self.scales.is_empty() {
+            print_scales(&self.scales);
+            json["scale"] = scales_json(&self.scales);
+        }
+        if let Some(webhook) = &self.webhook {
+            print_webhook(webhook);
+            json["webhook"] = webhook_json(webhook);
+        }
+        if !self.failovers.is_empty() {
+            print_failovers(&self.failovers);
+            json["failover"] = self
+                .failovers
+                .iter()
+                .map(failover::Failover::to_json)
+                .collect();
+        }
+        if let Some(throughput) = &self.throughput {
+            print_throughput(throughput);
+            json["backup"] = throughput.to_json();
+        }
+        json
+    }
+}
+
+/// Writes the figures to `target/bench/<name>.json` and says where.
+fn write_results(args: &BenchArgs, json: &Value) -> anyhow::Result<()> {
     let out = crate::workspace_root().join("target/bench");
     std::fs::create_dir_all(&out)?;
     let name = results_name(args);
     let file = out.join(format!("{name}.json"));
-    std::fs::write(&file, serde_json::to_vec_pretty(&json)?)?;
+    std::fs::write(&file, serde_json::to_vec_pretty(json)?)?;
     println!("\nwrote {}", file.display());
-    check_sane(latency.as_ref(), &scales)
+    Ok(())
 }
 
 /// The results file's name: a partial run never overwrites a full run's figures.

@@ -34,6 +34,29 @@ struct Step {
 
 /// Returns the folder holding every binary `tier` needs, building what is missing.
 pub fn ensure_built(tier: Tier) -> anyhow::Result<PathBuf> {
+    if let Some(dir) = complete_assets_dir(tier) {
+        return Ok(dir);
+    }
+    let bin = assets::cache_bin_dir();
+    let src = assets::cache_dir().join("src");
+    std::fs::create_dir_all(&bin)?;
+    std::fs::create_dir_all(&src)?;
+    go::version()
+        .context("the control plane is built with Go; install go 1.26 or set KUBEBUILDER_ASSETS")?;
+
+    let steps = steps(tier);
+    let missing: Vec<&Step> = steps.iter().filter(|s| !s.marker(&bin).is_file()).collect();
+    if missing.is_empty() {
+        println!("control plane: every binary cached in {}", bin.display());
+        return Ok(bin);
+    }
+    build_missing(&missing, steps.len(), &src, &bin)?;
+    Ok(bin)
+}
+
+/// `KUBEBUILDER_ASSETS` when it is set and holds every binary `tier` needs; says which
+/// it is when set.
+fn complete_assets_dir(tier: Tier) -> Option<PathBuf> {
     let wanted: Vec<&str> = assets::CORE_BINARIES
         .iter()
         .chain(&assets::FULL_BINARIES)
@@ -44,25 +67,22 @@ pub fn ensure_built(tier: Tier) -> anyhow::Result<PathBuf> {
         })
         .copied()
         .collect();
-    if let Some(dir) = std::env::var_os("KUBEBUILDER_ASSETS").map(PathBuf::from) {
-        let all_there = wanted.iter().all(|b| dir.join(b).is_file())
-            && dir.join(assets::KWOK_STAGES_FILE).is_file();
-        if all_there {
-            println!("control plane: using KUBEBUILDER_ASSETS={}", dir.display());
-            return Ok(dir);
-        }
-        println!(
-            "control plane: KUBEBUILDER_ASSETS={} lacks some binaries; the cache fills the gaps",
-            dir.display()
-        );
+    let dir = std::env::var_os("KUBEBUILDER_ASSETS").map(PathBuf::from)?;
+    let all_there = wanted.iter().all(|b| dir.join(b).is_file())
+        && dir.join(assets::KWOK_STAGES_FILE).is_file();
+    if all_there {
+        println!("control plane: using KUBEBUILDER_ASSETS={}", dir.display());
+        return Some(dir);
     }
-    let bin = assets::cache_bin_dir();
-    let src = assets::cache_dir().join("src");
-    std::fs::create_dir_all(&bin)?;
-    std::fs::create_dir_all(&src)?;
-    go::version()
-        .context("the control plane is built with Go; install go 1.26 or set KUBEBUILDER_ASSETS")?;
+    println!(
+        "control plane: KUBEBUILDER_ASSETS={} lacks some binaries; the cache fills the gaps",
+        dir.display()
+    );
+    None
+}
 
+/// The build steps `tier` needs, in the order they run.
+fn steps(tier: Tier) -> Vec<Step> {
     let mut steps = vec![
         Step::new(
             "kubernetes",
@@ -84,16 +104,17 @@ pub fn ensure_built(tier: Tier) -> anyhow::Result<PathBuf> {
             ..Step::new("", "versitygw (the tests' object store)", 2)
         });
     }
-    let missing: Vec<&Step> = steps.iter().filter(|s| !s.marker(&bin).is_file()).collect();
-    if missing.is_empty() {
-        println!("control plane: every binary cached in {}", bin.display());
-        return Ok(bin);
-    }
+    steps
+}
+
+/// Runs the `missing` steps (of `total`) one by one into `bin`, marking each done, with
+/// a progress line before and after each.
+fn build_missing(missing: &[&Step], total: usize, src: &Path, bin: &Path) -> anyhow::Result<()> {
     let expected: Duration = missing.iter().map(|s| s.expected).sum();
     println!(
         "control plane: building {} of {} components from Go modules, usually about {} on 2 cores (once; cached in {}); go's output goes to {}",
         missing.len(),
-        steps.len(),
+        total,
         go::minutes(expected),
         bin.display(),
         go::log_path().display()
@@ -109,8 +130,8 @@ pub fn ensure_built(tier: Tier) -> anyhow::Result<PathBuf> {
             go::minutes(started.elapsed())
         );
         let step_started = Instant::now();
-        build(&step.name, &src, &bin).with_context(|| format!("building {}", step.what))?;
-        std::fs::write(step.marker(&bin), format!("{}\n", go::version()?))?;
+        build(&step.name, src, bin).with_context(|| format!("building {}", step.what))?;
+        std::fs::write(step.marker(bin), format!("{}\n", go::version()?))?;
         println!(
             "control plane: [{}/{}] {} built in {}",
             index + 1,
@@ -120,7 +141,7 @@ pub fn ensure_built(tier: Tier) -> anyhow::Result<PathBuf> {
         );
     }
     println!("control plane: built in {}", go::minutes(started.elapsed()));
-    Ok(bin)
+    Ok(())
 }
 
 impl Step {

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Affinity, NodeSelectorTerm, PodAffinityTerm, ResourceRequirements, Toleration,
+    Affinity, NodeAffinity, NodeSelectorTerm, PodAffinityTerm, ResourceRequirements, Toleration,
     TopologySpreadConstraint,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -225,34 +225,45 @@ fn check_spread(path: &str, constraint: &TopologySpreadConstraint, outcome: &mut
 
 fn check_affinity(affinity: &Affinity, outcome: &mut Outcome) {
     if let Some(node) = &affinity.node_affinity {
-        if let Some(required) = &node.required_during_scheduling_ignored_during_execution {
-            for (index, term) in required.node_selector_terms.iter().enumerate() {
-                check_node_term(
-                    &format!(
-                        "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[{index}]"
-                    ),
-                    term,
-                    outcome,
-                );
-            }
-        }
-        for (index, preferred) in node
-            .preferred_during_scheduling_ignored_during_execution
-            .iter()
-            .flatten()
-            .enumerate()
-        {
-            let path = format!(
-                "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{index}]"
-            );
-            check_weight(&path, preferred.weight, outcome);
+        check_node_affinity(node, outcome);
+    }
+    check_pod_affinities(affinity, outcome);
+}
+
+/// The node affinity's required terms, then its preferred ones with their weights.
+fn check_node_affinity(node: &NodeAffinity, outcome: &mut Outcome) {
+    if let Some(required) = &node.required_during_scheduling_ignored_during_execution {
+        for (index, term) in required.node_selector_terms.iter().enumerate() {
             check_node_term(
-                &format!("{path}.preference"),
-                &preferred.preference,
+                &format!(
+                    "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[{index}]"
+                ),
+                term,
                 outcome,
             );
         }
     }
+    for (index, preferred) in node
+        .preferred_during_scheduling_ignored_during_execution
+        .iter()
+        .flatten()
+        .enumerate()
+    {
+        let path = format!(
+            "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{index}]"
+        );
+        check_weight(&path, preferred.weight, outcome);
+        check_node_term(
+            &format!("{path}.preference"),
+            &preferred.preference,
+            outcome,
+        );
+    }
+}
+
+/// The pod affinity's and anti-affinity's required terms, then their preferred ones with
+/// their weights.
+fn check_pod_affinities(affinity: &Affinity, outcome: &mut Outcome) {
     let pod_rules = [
         (
             "podAffinity",

@@ -103,46 +103,6 @@ pub fn delete(inputs: &JobInputs<'_>) -> Job {
 }
 
 fn job(inputs: &JobInputs<'_>, init: Vec<Container>, containers: Vec<Container>) -> Job {
-    let mut volumes = vec![Volume {
-        name: "stream".into(),
-        empty_dir: Some(EmptyDirVolumeSource {
-            size_limit: Some(Quantity("16Mi".into())),
-            ..EmptyDirVolumeSource::default()
-        }),
-        ..Volume::default()
-    }];
-    volumes.push(Volume {
-        name: "tmp".into(),
-        empty_dir: Some(EmptyDirVolumeSource::default()),
-        ..Volume::default()
-    });
-    if let Some(s3) = &inputs.destination.s3
-        && let Some(ca) = &s3.ca
-    {
-        volumes.push(Volume {
-            name: "ca".into(),
-            secret: Some(SecretVolumeSource {
-                secret_name: Some(ca.name.clone()),
-                items: Some(vec![KeyToPath {
-                    key: ca.key.clone(),
-                    path: CA_FILE.into(),
-                    ..KeyToPath::default()
-                }]),
-                ..SecretVolumeSource::default()
-            }),
-            ..Volume::default()
-        });
-    }
-    if let Some(volume) = &inputs.destination.volume {
-        volumes.push(Volume {
-            name: "destination".into(),
-            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
-                claim_name: volume.claim_name.clone(),
-                read_only: Some(false),
-            }),
-            ..Volume::default()
-        });
-    }
     let meta_labels = job_labels(inputs.database);
     Job {
         metadata: ObjectMeta {
@@ -161,27 +121,78 @@ fn job(inputs: &JobInputs<'_>, init: Vec<Container>, containers: Vec<Container>)
                     labels: Some(meta_labels),
                     ..ObjectMeta::default()
                 }),
-                spec: Some(PodSpec {
-                    restart_policy: Some("Never".into()),
-                    automount_service_account_token: Some(false),
-                    enable_service_links: Some(false),
-                    security_context: Some(PodSecurityContext {
-                        run_as_non_root: Some(true),
-                        // The agent writes to a volume destination as this group.
-                        fs_group: inputs.destination.volume.as_ref().map(|_| AGENT_UID),
-                        seccomp_profile: Some(runtime_default()),
-                        ..PodSecurityContext::default()
-                    }),
-                    init_containers: (!init.is_empty()).then_some(init),
-                    containers,
-                    volumes: Some(volumes),
-                    ..PodSpec::default()
-                }),
+                spec: Some(pod_spec(inputs, init, containers)),
             },
             ..JobSpec::default()
         }),
         ..Job::default()
     }
+}
+
+/// The Job's Pod: runs once, without an API token, as non-root, with `job_volumes`.
+fn pod_spec(inputs: &JobInputs<'_>, init: Vec<Container>, containers: Vec<Container>) -> PodSpec {
+    PodSpec {
+        restart_policy: Some("Never".into()),
+        automount_service_account_token: Some(false),
+        enable_service_links: Some(false),
+        security_context: Some(PodSecurityContext {
+            run_as_non_root: Some(true),
+            // The agent writes to a volume destination as this group.
+            fs_group: inputs.destination.volume.as_ref().map(|_| AGENT_UID),
+            seccomp_profile: Some(runtime_default()),
+            ..PodSecurityContext::default()
+        }),
+        init_containers: (!init.is_empty()).then_some(init),
+        containers,
+        volumes: Some(job_volumes(inputs.destination)),
+        ..PodSpec::default()
+    }
+}
+
+/// The Pod's volumes: the stream and scratch emptyDirs, then the destination's CA
+/// certificate and claim when it has them.
+fn job_volumes(destination: &BackupDestination) -> Vec<Volume> {
+    let mut volumes = vec![Volume {
+        name: "stream".into(),
+        empty_dir: Some(EmptyDirVolumeSource {
+            size_limit: Some(Quantity("16Mi".into())),
+            ..EmptyDirVolumeSource::default()
+        }),
+        ..Volume::default()
+    }];
+    volumes.push(Volume {
+        name: "tmp".into(),
+        empty_dir: Some(EmptyDirVolumeSource::default()),
+        ..Volume::default()
+    });
+    if let Some(s3) = &destination.s3
+        && let Some(ca) = &s3.ca
+    {
+        volumes.push(Volume {
+            name: "ca".into(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(ca.name.clone()),
+                items: Some(vec![KeyToPath {
+                    key: ca.key.clone(),
+                    path: CA_FILE.into(),
+                    ..KeyToPath::default()
+                }]),
+                ..SecretVolumeSource::default()
+            }),
+            ..Volume::default()
+        });
+    }
+    if let Some(volume) = &destination.volume {
+        volumes.push(Volume {
+            name: "destination".into(),
+            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                claim_name: volume.claim_name.clone(),
+                read_only: Some(false),
+            }),
+            ..Volume::default()
+        });
+    }
+    volumes
 }
 
 /// The labels of a Job and its Pod: managed by the operator, and naming the Database.

@@ -21,10 +21,10 @@ use super::job::{self, JobInputs};
 use super::outcome::{self, JobOutcome};
 use super::{FINALIZER, job_name, key};
 use crate::context::Context;
-use crate::dispatch::Action;
 use crate::error::Error;
-use crate::events::{EventType, Notice};
-use crate::reconcile::apply::create_if_absent;
+use crate::reconcile::apply::{create_if_absent, delete_with};
+use operator_runtime::Action;
+use operator_runtime::events::{EventType, Notice};
 
 /// How often a running backup is looked at (its Job's changes also bring it back).
 const WHILE_RUNNING: Duration = Duration::from_secs(5);
@@ -35,20 +35,7 @@ const DELETE_RETRY: Duration = Duration::from_secs(60);
 
 /// One pass over a DatabaseBackup.
 pub async fn reconcile(backup: Arc<DatabaseBackup>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let result = Box::pin(reconcile_inner(&backup, &ctx)).await;
-    if result.is_ok() {
-        ctx.backoff.reset(&backoff_key(&backup));
-    }
-    result
-}
-
-/// The backoff key of a backup, apart from its Database's.
-fn backoff_key(backup: &DatabaseBackup) -> String {
-    format!(
-        "backup/{}/{}",
-        backup.namespace().unwrap_or_default(),
-        backup.name_any()
-    )
+    Box::pin(reconcile_inner(&backup, &ctx)).await
 }
 
 async fn reconcile_inner(backup: &DatabaseBackup, ctx: &Context) -> Result<Action, Error> {
@@ -86,13 +73,11 @@ fn waited_for(backup: &DatabaseBackup) -> Duration {
         .unwrap_or_default()
 }
 
-/// Retries a failed pass with the same backoff as a Database's.
+/// Retries a failed pass after the work queue's backoff, as a Database's.
 #[allow(clippy::needless_pass_by_value)] // the signature the dispatcher expects
-pub fn error_policy(backup: Arc<DatabaseBackup>, error: &Error, ctx: Arc<Context>) -> Action {
-    let key = backoff_key(&backup);
-    ctx.backoff.failed(&key);
+pub fn error_policy(backup: Arc<DatabaseBackup>, error: &Error, _ctx: Arc<Context>) -> Action {
     tracing::warn!(name = %backup.name_any(), error = %error, "backup reconcile failed");
-    Action::requeue(ctx.backoff.delay(&key))
+    Action::retry()
 }
 
 /// Starts the backup's Job once its Database is ready and everything it names exists.
@@ -110,22 +95,7 @@ async fn start(
         .await
         .map_err(observe("Database", database))?
     else {
-        let missing = format!("the Database {database} does not exist in namespace {namespace}");
-        // Created together (one `kubectl apply` of both), the backup may come first.
-        if waited_for(backup) < WAIT_FOR_DATABASE {
-            write_status(
-                backups,
-                backup,
-                &DatabaseBackupStatus {
-                    phase: BackupPhase::Pending,
-                    error: Some(format!("waiting: {missing}")),
-                    ..status_of(backup)
-                },
-            )
-            .await?;
-            return Ok(Action::requeue(WHILE_NOT_READY));
-        }
-        return fail(ctx, backups, backup, None, missing).await;
+        return database_missing(ctx, backups, backup, namespace).await;
     };
     let destination = match destination_of(backup, &db) {
         Ok(destination) => destination,
@@ -142,17 +112,8 @@ async fn start(
     let upgrading = crate::upgrade::backing_up(&db);
     let db = crate::upgrade::as_served(&db);
     if db.status.as_ref().map(|s| s.phase) != Some(Phase::Running) && !upgrading {
-        write_status(
-            backups,
-            backup,
-            &DatabaseBackupStatus {
-                phase: BackupPhase::Pending,
-                error: Some(format!("waiting for the Database {database} to be Running")),
-                ..status_of(backup)
-            },
-        )
-        .await?;
-        return Ok(Action::requeue(WHILE_NOT_READY));
+        let waiting = format!("waiting for the Database {database} to be Running");
+        return wait_pending(backups, backup, waiting).await;
     }
     let key = key(
         &destination,
@@ -174,27 +135,74 @@ async fn start(
             build: &ctx.settings.build,
         },
     );
-    let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), namespace);
-    if create_if_absent(&jobs, &job).await? {
-        ctx.metrics.wrote("create");
+    create_job(ctx, namespace, &job).await?;
+    let status = running_status(backup, &db, destination, key);
+    write_status(backups, backup, &status).await?;
+    Ok(Action::requeue(WHILE_RUNNING))
+}
+
+/// Waits a while for a Database that does not exist yet, then fails the backup.
+async fn database_missing(
+    ctx: &Context,
+    backups: &Api<DatabaseBackup>,
+    backup: &DatabaseBackup,
+    namespace: &str,
+) -> Result<Action, Error> {
+    let database = &backup.spec.database;
+    let missing = format!("the Database {database} does not exist in namespace {namespace}");
+    // Created together (one `kubectl apply` of both), the backup may come first.
+    if waited_for(backup) < WAIT_FOR_DATABASE {
+        return wait_pending(backups, backup, format!("waiting: {missing}")).await;
     }
+    fail(ctx, backups, backup, None, missing).await
+}
+
+/// Keeps the backup Pending with `why` as its error, and looks again a little later.
+async fn wait_pending(
+    backups: &Api<DatabaseBackup>,
+    backup: &DatabaseBackup,
+    why: String,
+) -> Result<Action, Error> {
     write_status(
         backups,
         backup,
         &DatabaseBackupStatus {
-            phase: BackupPhase::Running,
-            started_at: Some(now()),
-            destination: Some(destination),
-            key: Some(key),
-            engine: Some(db.spec.engine),
-            version: Some(db.spec.version.clone()),
-            error: None,
-            observed_generation: backup.meta().generation,
-            ..DatabaseBackupStatus::default()
+            phase: BackupPhase::Pending,
+            error: Some(why),
+            ..status_of(backup)
         },
     )
     .await?;
-    Ok(Action::requeue(WHILE_RUNNING))
+    Ok(Action::requeue(WHILE_NOT_READY))
+}
+
+/// Creates `job` unless it already exists, counting the write.
+async fn create_job(ctx: &Context, namespace: &str, job: &Job) -> Result<(), Error> {
+    let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), namespace);
+    if create_if_absent(&jobs, job).await? {
+        ctx.metrics.wrote("create");
+    }
+    Ok(())
+}
+
+/// The status of a backup whose Job has just started: where it goes and what it dumps.
+fn running_status(
+    backup: &DatabaseBackup,
+    db: &Database,
+    destination: BackupDestination,
+    key: String,
+) -> DatabaseBackupStatus {
+    DatabaseBackupStatus {
+        phase: BackupPhase::Running,
+        started_at: Some(now()),
+        destination: Some(destination),
+        key: Some(key),
+        engine: Some(db.spec.engine),
+        version: Some(db.spec.version.clone()),
+        error: None,
+        observed_generation: backup.meta().generation,
+        ..DatabaseBackupStatus::default()
+    }
 }
 
 /// Reads the Job's outcome into the status.
@@ -433,16 +441,8 @@ pub async fn delete_job(ctx: &Context, namespace: &str, name: &str) -> Result<()
         propagation_policy: Some(PropagationPolicy::Background),
         ..DeleteParams::default()
     };
-    match jobs.delete(name, &params).await {
-        Ok(_) => ctx.metrics.wrote("delete"),
-        Err(kube::Error::Api(status)) if status.is_not_found() => {}
-        Err(source) => {
-            return Err(Error::Delete {
-                kind: "Job".into(),
-                name: name.to_owned(),
-                source,
-            });
-        }
+    if delete_with(&jobs, name, &params).await? {
+        ctx.metrics.wrote("delete");
     }
     Ok(())
 }

@@ -53,19 +53,8 @@ pub async fn run(
     let Some(source) = &db.spec.restore_from else {
         return Ok(None);
     };
-    let previous = db
-        .status
-        .as_ref()
-        .and_then(|s| conditions::find(&s.conditions, RESTORED));
-    if let Some(done) =
-        previous.filter(|c| c.status == conditions::TRUE || c.reason == "RestoreFailed")
-    {
-        // Final either way; a later pass never restores again.
-        return Ok(Some(if done.status == conditions::TRUE {
-            Restore::Done(done.message.clone())
-        } else {
-            Restore::Failed(done.message.clone())
-        }));
+    if let Some(settled) = settled(db) {
+        return Ok(Some(settled));
     }
     let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), namespace);
     let name = job_name(&db.name_any(), "-restore");
@@ -74,45 +63,85 @@ pub async fn run(
         name: name.clone(),
         source,
     })? {
-        let pods = job_pods(ctx, namespace, &name).await?;
-        return Ok(Some(match outcome::of(&job, &pods) {
-            JobOutcome::Running => Restore::Running(format!("restoring {}", describe(source))),
-            JobOutcome::Succeeded(report) => Restore::Done(format!(
-                "restored {} ({} bytes of dump)",
-                describe(source),
-                report.source_bytes.unwrap_or(0)
-            )),
-            JobOutcome::Failed(why) => {
-                Restore::Failed(format!("restoring {} failed: {why}", describe(source)))
-            }
-            JobOutcome::Stuck(why) => {
-                delete_job(ctx, namespace, &name).await?;
-                Restore::Failed(format!(
-                    "restoring {} failed: its Pod cannot start: {why}",
-                    describe(source)
-                ))
-            }
-        }));
+        return follow(ctx, namespace, &name, &job, source).await.map(Some);
     }
+    start(ctx, db, namespace, name, source, primary_ready)
+        .await
+        .map(Some)
+}
+
+/// The restore's recorded end, if it has one: a restore that finished or failed is
+/// final either way, so a later pass never restores again.
+fn settled(db: &Database) -> Option<Restore> {
+    let previous = db
+        .status
+        .as_ref()
+        .and_then(|s| conditions::find(&s.conditions, RESTORED));
+    let done = previous.filter(|c| c.status == conditions::TRUE || c.reason == "RestoreFailed")?;
+    Some(if done.status == conditions::TRUE {
+        Restore::Done(done.message.clone())
+    } else {
+        Restore::Failed(done.message.clone())
+    })
+}
+
+/// Where the restore Job `name` stands; a Pod that cannot start takes its Job with it.
+async fn follow(
+    ctx: &Context,
+    namespace: &str,
+    name: &str,
+    job: &Job,
+    source: &RestoreSource,
+) -> Result<Restore, Error> {
+    let pods = job_pods(ctx, namespace, name).await?;
+    Ok(match outcome::of(job, &pods) {
+        JobOutcome::Running => Restore::Running(format!("restoring {}", describe(source))),
+        JobOutcome::Succeeded(report) => Restore::Done(format!(
+            "restored {} ({} bytes of dump)",
+            describe(source),
+            report.source_bytes.unwrap_or(0)
+        )),
+        JobOutcome::Failed(why) => {
+            Restore::Failed(format!("restoring {} failed: {why}", describe(source)))
+        }
+        JobOutcome::Stuck(why) => {
+            delete_job(ctx, namespace, name).await?;
+            Restore::Failed(format!(
+                "restoring {} failed: its Pod cannot start: {why}",
+                describe(source)
+            ))
+        }
+    })
+}
+
+/// Starts the restore Job `name` once the dump is found and the primary takes writes.
+async fn start(
+    ctx: &Context,
+    db: &Database,
+    namespace: &str,
+    name: String,
+    source: &RestoreSource,
+    primary_ready: bool,
+) -> Result<Restore, Error> {
     let (destination, key) = match resolve(ctx, db, namespace, source).await? {
         Ok(found) => found,
-        Err(restore) => return Ok(Some(restore)),
+        Err(restore) => return Ok(restore),
     };
     let Some(agent_image) = ctx.settings.backup_agent_image.as_deref() else {
-        return Ok(Some(Restore::Failed(
+        return Ok(Restore::Failed(
             "the controller does not know the backup agent's image: run it in its Pod, or give it --backup-agent-image".into(),
-        )));
+        ));
     };
     if !primary_ready {
-        return Ok(Some(Restore::Waiting(format!(
+        return Ok(Restore::Waiting(format!(
             "waiting for the primary to take writes before restoring {}",
             describe(source)
-        ))));
+        )));
     }
     let job = job::restore(
         db,
         &JobInputs {
-            name: name.clone(),
+            name,
             owner: db.controller_owner_ref(&()),
             namespace,
             database: &db.name_any(),
@@ -122,13 +151,11 @@ pub async fn run(
             build: &ctx.settings.build,
         },
     );
+    let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), namespace);
     if create_if_absent(&jobs, &job).await? {
         ctx.metrics.wrote("create");
     }
-    Ok(Some(Restore::Running(format!(
-        "restoring {}",
-        describe(source)
-    ))))
+    Ok(Restore::Running(format!("restoring {}", describe(source))))
 }
 
 /// Where the dump is: the backup's recorded destination and key, or the location

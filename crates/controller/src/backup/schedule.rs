@@ -12,12 +12,12 @@ use database_api::backup::{
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams};
+use kube::api::{Api, ListParams};
 
 use super::reconcile::size_in_words;
 use crate::context::Context;
 use crate::error::Error;
-use crate::reconcile::apply::create_if_absent;
+use crate::reconcile::apply::{create_if_absent, delete_if_present};
 
 /// What the Database's backups call for now.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -248,16 +248,8 @@ pub async fn run(ctx: &Context, db: &Database, namespace: &str) -> Result<Plan, 
         }
     }
     for name in &plan.delete {
-        match api.delete(name, &DeleteParams::default()).await {
-            Ok(_) => ctx.metrics.wrote("delete"),
-            Err(kube::Error::Api(status)) if status.is_not_found() => {}
-            Err(source) => {
-                return Err(Error::Delete {
-                    kind: "DatabaseBackup".into(),
-                    name: name.clone(),
-                    source,
-                });
-            }
+        if delete_if_present(&api, name).await? {
+            ctx.metrics.wrote("delete");
         }
     }
     Ok(plan)

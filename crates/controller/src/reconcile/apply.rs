@@ -6,6 +6,7 @@ use std::fmt::Debug;
 use database_api::constants::FIELD_MANAGER;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
+use operator_runtime::errors::{is_already_exists, is_not_found};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -50,53 +51,77 @@ where
         source,
     };
     let Some(current) = observed else {
-        let mut object = desired.clone();
-        object
-            .annotations_mut()
-            .insert(HASH_ANNOTATION.to_owned(), hash);
-        let params = PostParams {
-            dry_run: false,
-            field_manager: Some(FIELD_MANAGER.to_owned()),
-        };
-        match api.create(&params, &object).await {
-            Ok(created) => return Ok((created, Applied::Created)),
-            // Created since it was read: apply only if it is this Database's.
-            Err(kube::Error::Api(status)) if status.is_already_exists() => {
-                let existing = api.get(&name).await.map_err(apply_error)?;
-                if !same_controller(existing.meta(), desired.meta()) {
-                    return Err(Error::NotControlled { kind, name });
-                }
-            }
-            Err(source) => return Err(apply_error(source)),
-        }
-        let applied = server_side_apply(api, &name, &body)
-            .await
-            .map_err(apply_error)?;
-        return Ok((applied, Applied::Updated));
+        return create_or_apply(api, desired, hash, &body).await;
     };
-    if let Some(patch) = adoption_patch(
-        current.meta().managed_fields.as_deref().unwrap_or_default(),
-        current
-            .meta()
-            .resource_version
-            .as_deref()
-            .unwrap_or_default(),
-    ) {
-        api.patch(
-            &name,
-            &PatchParams::default(),
-            &Patch::<Value>::Json(
-                serde_json::from_value(patch)
-                    .map_err(|e| Error::Serialize("ownership patch", e))?,
-            ),
-        )
-        .await
-        .map_err(apply_error)?;
-    }
+    adopt_fields(api, current).await.map_err(apply_error)?;
     let applied = server_side_apply(api, &name, &body)
         .await
         .map_err(apply_error)?;
     Ok((applied, Applied::Updated))
+}
+
+/// Creates a missing object with `hash` recorded; one created since it was read is
+/// applied instead, and only if it is this Database's.
+async fn create_or_apply<K>(
+    api: &Api<K>,
+    desired: &K,
+    hash: String,
+    body: &Value,
+) -> Result<(K, Applied), Error>
+where
+    K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + Debug,
+{
+    let (kind, name) = (K::kind(&()).into_owned(), desired.name_any());
+    let apply_error = |source| Error::Apply {
+        kind: kind.clone(),
+        name: name.clone(),
+        source,
+    };
+    let mut object = desired.clone();
+    object
+        .annotations_mut()
+        .insert(HASH_ANNOTATION.to_owned(), hash);
+    let params = PostParams {
+        dry_run: false,
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+    };
+    match api.create(&params, &object).await {
+        Ok(created) => return Ok((created, Applied::Created)),
+        Err(error) if is_already_exists(&error) => {
+            let existing = api.get(&name).await.map_err(apply_error)?;
+            if !same_controller(existing.meta(), desired.meta()) {
+                return Err(Error::NotControlled { kind, name });
+            }
+        }
+        Err(source) => return Err(apply_error(source)),
+    }
+    let applied = server_side_apply(api, &name, body)
+        .await
+        .map_err(apply_error)?;
+    Ok((applied, Applied::Updated))
+}
+
+/// Hands the fields a plain create recorded under its own operation over to the apply
+/// manager (see [`super::ownership`]), when there are any.
+async fn adopt_fields<K>(api: &Api<K>, current: &K) -> Result<(), kube::Error>
+where
+    K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + Debug,
+{
+    let meta = current.meta();
+    let Some(patch) = adoption_patch(
+        meta.managed_fields.as_deref().unwrap_or_default(),
+        meta.resource_version.as_deref().unwrap_or_default(),
+    ) else {
+        return Ok(());
+    };
+    let patch = serde_json::from_value(patch).map_err(kube::Error::SerdeError)?;
+    api.patch(
+        &current.name_any(),
+        &PatchParams::default(),
+        &Patch::<Value>::Json(patch),
+    )
+    .await?;
+    Ok(())
 }
 
 /// Whether `existing` has the controller `desired` names (the owning Database's uid).
@@ -133,14 +158,26 @@ where
     })
 }
 
-/// Deletes an object if it exists.
+/// Deletes an object if it exists: whether this call deleted it.
 pub async fn delete_if_present<K>(api: &Api<K>, name: &str) -> Result<bool, Error>
 where
     K: Resource<DynamicType = ()> + DeserializeOwned + Clone + Debug,
 {
-    match api.delete(name, &kube::api::DeleteParams::default()).await {
+    delete_with(api, name, &kube::api::DeleteParams::default()).await
+}
+
+/// [`delete_if_present`] with `params` (a propagation policy, a precondition).
+pub async fn delete_with<K>(
+    api: &Api<K>,
+    name: &str,
+    params: &kube::api::DeleteParams,
+) -> Result<bool, Error>
+where
+    K: Resource<DynamicType = ()> + DeserializeOwned + Clone + Debug,
+{
+    match api.delete(name, params).await {
         Ok(_) => Ok(true),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
+        Err(error) if is_not_found(&error) => Ok(false),
         Err(source) => Err(Error::Delete {
             kind: K::kind(&()).into_owned(),
             name: name.to_owned(),
@@ -157,7 +194,7 @@ where
 {
     match api.create(&kube::api::PostParams::default(), object).await {
         Ok(_) => Ok(true),
-        Err(kube::Error::Api(status)) if status.is_already_exists() => Ok(false),
+        Err(error) if is_already_exists(&error) => Ok(false),
         Err(source) => Err(Error::Apply {
             kind: K::kind(&()).into_owned(),
             name: object.meta().name.clone().unwrap_or_default(),

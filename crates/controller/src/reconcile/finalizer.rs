@@ -7,11 +7,12 @@ use database_api::upgrade::DATA_DIRECTORY_ANNOTATION;
 use database_api::{Database, defaults};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
 
 use super::conflicts::is_controlled_by;
 use crate::error::Error;
+use crate::reconcile::apply::delete_if_present;
 use crate::resources::meta::{credentials_secret_name, selector_string};
 use crate::resources::statefulset::DATA_VOLUME;
 
@@ -85,16 +86,8 @@ pub async fn delete_claims(
         .filter(|c| is_data_claim(&c.name_any(), db))
     {
         let name = claim.name_any();
-        match claims.delete(&name, &DeleteParams::default()).await {
-            Ok(_) => deleted += 1,
-            Err(kube::Error::Api(status)) if status.is_not_found() => {}
-            Err(source) => {
-                return Err(Error::Delete {
-                    kind: "PersistentVolumeClaim".into(),
-                    name,
-                    source,
-                });
-            }
+        if delete_if_present(claims, &name).await? {
+            deleted += 1;
         }
     }
     Ok(deleted)

@@ -3,6 +3,8 @@
 
 pub mod apply;
 pub mod conflicts;
+#[cfg(test)]
+mod decisions;
 pub mod drift;
 pub mod finalizer;
 pub mod layout;
@@ -16,7 +18,6 @@ pub mod version;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::dispatch::Action;
 use database_api::conditions::RESTORED;
 use database_api::constants::PAUSED_ANNOTATION;
 use database_api::replication::ReplicationMode;
@@ -29,6 +30,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, PostParams};
 use kube::{Resource, ResourceExt};
+use operator_runtime::Action;
 
 use self::apply::{Applied, apply, delete_if_present, get_opt};
 use self::status::Facts;
@@ -36,7 +38,6 @@ use self::storage::StoragePlan;
 use crate::backup::{self, restore::Restore};
 use crate::context::Context;
 use crate::error::Error;
-use crate::events::{EventType, Notice};
 use crate::metrics::ResultLabels;
 use crate::replication;
 use crate::resources::configmap::{build_init_configmap, build_topology_configmap};
@@ -52,6 +53,7 @@ use crate::resources::service::{build_role_service, build_service};
 use crate::resources::statefulset::build_statefulset;
 use crate::resources::statefulset::data_directory;
 use crate::upgrade;
+use operator_runtime::events::{EventType, Notice};
 
 /// How soon to look again at a Database that is not Ready yet. Owned-object events
 /// usually come first; this only bounds how long a missed one can delay status.
@@ -86,11 +88,6 @@ pub async fn reconcile(db: Arc<Database>, ctx: Arc<Context>) -> Result<Action, E
         .duration
         .get_or_create(&labels)
         .observe(started.elapsed().as_secs_f64());
-    let key = format!("{}/{}", db.namespace().unwrap_or_default(), db.name_any());
-    match &result {
-        Ok(_) => ctx.backoff.reset(&key),
-        Err(_) => ctx.backoff.failed(&key),
-    }
     if let Err(err) = &result {
         ctx.metrics
             .errors
@@ -278,78 +275,17 @@ async fn apply_owned(
     else {
         return Ok(Action::requeue(RECREATE_REQUEUE));
     };
-
-    // The StatefulSet's Pods read the credentials Secret by name, so the StatefulSet
-    // does not wait for it: kubelet retries until the Secret exists.
-    let layout = Layout::of(
-        db.spec.engine,
-        observed.credentials.as_ref().and_then(|s| s.data.as_ref()),
-    );
-    let replicated = replication_runs(db, layout);
-    let named = replication::named_primary(db, observed.topology.as_ref());
-    let span = replication::members_span(observed.topology.as_ref());
-    let upgrade_plan = upgrade::plan(
-        db,
-        observed.statefulset.as_ref(),
-        &upgrade::backup_name(&db.name_any(), &db.spec.version, &stamp(now)),
-    );
-    let as_run = upgrade::as_run(db, &upgrade_plan, &named);
-    let desired_set = build_statefulset(
-        &keeping_the_primary(&as_run, replicated, &named, span),
-        &ctx.settings.build,
-        &template_storage,
-        layout,
-    );
-    // The configuration file is in place before a template that mounts it rolls out.
-    let configured = apply_config(
+    let shape = Shape::of(db, &observed, now);
+    let pass = OwnedPass {
         ctx,
-        apis.configmaps.clone(),
-        &as_run,
-        observed.config.as_ref(),
-    )
-    .await?;
-    // The StatefulSet goes out first, on its own: it is what the StatefulSet controller
-    // is waiting for, and it is the costliest write. Sharing the API server with the
-    // other writes made it take twice as long on a small control plane. The finalizer
-    // can follow: a Database deleted before it lands loses its StatefulSet to garbage
-    // collection and its claims as the StatefulSet's retention policy (set from the
-    // deletion policy) says, which is what the finalizer would have done.
-    let (set, set_applied) = apply(&apis.sets, &desired_set, observed.statefulset.as_ref()).await?;
-    record(ctx, set_applied);
-    drop_stale_config(&apis.configmaps, db, observed.config.as_ref(), configured).await?;
-    Box::pin(apply_the_rest(
-        ctx, databases, db, &apis, &observed, layout, &named, first_pass,
-    ))
-    .await?;
-    announce(ctx, db, observed.statefulset.as_ref(), set_applied).await;
-
-    let instances = set.status.as_ref().map_or(0, |s| s.replicas);
-    // A mongodb replica set takes no write until it is initiated, even with one member.
-    let engine_pass = replicated
-        && (db.spec.engine == database_api::Engine::Mongodb
-            || db.spec.replicas > 1
-            || instances > 1
-            || db.spec.replication.mode == ReplicationMode::Sync);
-    let report = replication_pass(ctx, databases, db, &named, span, engine_pass).await?;
-    let (restore, backups) =
-        backups_and_restore(ctx, db, namespace, report.primary.is_some()).await?;
-    let upgraded = upgrade_step(ctx, db, namespace, &named, now, upgrade_plan).await?;
-    let settings_step = settings_pass(ctx, db, namespace, &set).await?;
-    let requeue = soonest(&report, &backups, restore.as_ref(), upgraded.requeue)
-        .into_iter()
-        .chain(settings_step.requeue)
-        .min();
-    let facts = Facts {
-        replication: Some(report),
-        restore,
-        backups: Some(backups),
-        degraded: facts
-            .degraded
-            .or_else(|| rolled_back(upgraded.status.as_ref())),
-        upgrade: upgraded.status,
-        parameters_applied: settings_step.applied,
-        ..facts
+        databases,
+        db,
+        apis: &apis,
+        observed: &observed,
+        shape: &shape,
     };
+    let set = Box::pin(pass.write(&template_storage, first_pass)).await?;
+    let (facts, requeue) = Box::pin(pass.engine_steps(namespace, &set, now, facts)).await?;
     write_status(ctx, databases, db, Some(&set), &facts, now).await?;
     let running = status::compute(
         db,
@@ -365,6 +301,151 @@ async fn apply_owned(
         (true, None) => Action::await_change(),
         (false, None) => Action::requeue(NOT_READY_REQUEUE),
     })
+}
+
+/// What this pass runs the Database as, decided once from its spec and what exists.
+struct Shape<'a> {
+    layout: Layout,
+    replicated: bool,
+    /// The instance named primary.
+    named: String,
+    /// How many ordinals a mongodb replica set's members span.
+    span: Option<i32>,
+    upgrade: upgrade::Plan,
+    /// The Database as this pass runs it (an upgrade under way pins its version).
+    as_run: std::borrow::Cow<'a, Database>,
+}
+
+impl<'a> Shape<'a> {
+    fn of(db: &'a Database, observed: &Observed, now: &Time) -> Self {
+        // The StatefulSet's Pods read the credentials Secret by name, so the StatefulSet
+        // does not wait for it: kubelet retries until the Secret exists.
+        let layout = Layout::of(
+            db.spec.engine,
+            observed.credentials.as_ref().and_then(|s| s.data.as_ref()),
+        );
+        let named = replication::named_primary(db, observed.topology.as_ref());
+        let upgrade = upgrade::plan(
+            db,
+            observed.statefulset.as_ref(),
+            &upgrade::backup_name(&db.name_any(), &db.spec.version, &stamp(now)),
+        );
+        let as_run = upgrade::as_run(db, &upgrade, &named);
+        Self {
+            layout,
+            replicated: replication_runs(db, layout),
+            span: replication::members_span(observed.topology.as_ref()),
+            named,
+            upgrade,
+            as_run,
+        }
+    }
+}
+
+/// One pass's writes and engine steps over a Database's owned objects.
+struct OwnedPass<'a> {
+    ctx: &'a Context,
+    databases: &'a Api<Database>,
+    db: &'a Database,
+    apis: &'a OwnedApis,
+    observed: &'a Observed,
+    shape: &'a Shape<'a>,
+}
+
+impl OwnedPass<'_> {
+    /// Applies the configuration, the StatefulSet, then every other owned object;
+    /// returns the StatefulSet as the API server has it.
+    async fn write(&self, template_storage: &str, first_pass: bool) -> Result<StatefulSet, Error> {
+        let (ctx, db, apis, observed, shape) =
+            (self.ctx, self.db, self.apis, self.observed, self.shape);
+        let desired_set = build_statefulset(
+            &keeping_the_primary(&shape.as_run, shape.replicated, &shape.named, shape.span),
+            &ctx.settings.build,
+            template_storage,
+            shape.layout,
+        );
+        // The configuration file is in place before a template that mounts it rolls out.
+        let configured = apply_config(
+            ctx,
+            apis.configmaps.clone(),
+            &shape.as_run,
+            observed.config.as_ref(),
+        )
+        .await?;
+        // The StatefulSet goes out first, on its own: it is what the StatefulSet
+        // controller is waiting for, and it is the costliest write. Sharing the API
+        // server with the other writes made it take twice as long on a small control
+        // plane. The finalizer can follow: a Database deleted before it lands loses its
+        // StatefulSet to garbage collection and its claims as the StatefulSet's retention
+        // policy (set from the deletion policy) says, which is what the finalizer would
+        // have done.
+        let (set, set_applied) =
+            apply(&apis.sets, &desired_set, observed.statefulset.as_ref()).await?;
+        record(ctx, set_applied);
+        drop_stale_config(&apis.configmaps, db, observed.config.as_ref(), configured).await?;
+        Box::pin(apply_the_rest(
+            ctx,
+            self.databases,
+            db,
+            apis,
+            observed,
+            shape.layout,
+            &shape.named,
+            first_pass,
+        ))
+        .await?;
+        announce(ctx, db, observed.statefulset.as_ref(), set_applied).await;
+        Ok(set)
+    }
+
+    /// Replication, backups and restore, the upgrade and the settings: what each found
+    /// for the status, and the soonest look again any of them asks for.
+    async fn engine_steps(
+        &self,
+        namespace: &str,
+        set: &StatefulSet,
+        now: &Time,
+        facts: Facts,
+    ) -> Result<(Facts, Option<Duration>), Error> {
+        let (ctx, db, shape) = (self.ctx, self.db, self.shape);
+        let instances = set.status.as_ref().map_or(0, |s| s.replicas);
+        // A mongodb replica set takes no write until it is initiated, even with one member.
+        let engine_pass = shape.replicated
+            && (db.spec.engine == database_api::Engine::Mongodb
+                || db.spec.replicas > 1
+                || instances > 1
+                || db.spec.replication.mode == ReplicationMode::Sync);
+        let report = replication_pass(
+            ctx,
+            self.databases,
+            db,
+            &shape.named,
+            shape.span,
+            engine_pass,
+        )
+        .await?;
+        let (restore, backups) =
+            backups_and_restore(ctx, db, namespace, report.primary.is_some()).await?;
+        let upgraded =
+            upgrade_step(ctx, db, namespace, &shape.named, now, shape.upgrade.clone()).await?;
+        let settings_step = settings_pass(ctx, db, namespace, set).await?;
+        let requeue = soonest(&report, &backups, restore.as_ref(), upgraded.requeue)
+            .into_iter()
+            .chain(settings_step.requeue)
+            .min();
+        let facts = Facts {
+            replication: Some(report),
+            restore,
+            backups: Some(backups),
+            degraded: facts
+                .degraded
+                .or_else(|| rolled_back(upgraded.status.as_ref())),
+            upgrade: upgraded.status,
+            parameters_applied: settings_step.applied,
+            ..facts
+        };
+        Ok((facts, requeue))
+    }
 }
 
 /// The upgrade's step this pass, with its events published.
@@ -928,14 +1009,16 @@ fn now() -> Time {
     Time(k8s_openapi::jiff::Timestamp::from_second(now.as_second()).unwrap_or(now))
 }
 
-/// Retries a failed reconcile with exponential backoff per Database (1 s doubling to
-/// 5 min). A broken credentials Secret waits the longest: only a person can fix it, and
-/// the Secret watch brings the Database back as soon as they do.
-#[allow(clippy::needless_pass_by_value)] // the signature kube's Controller expects
-pub fn error_policy(db: Arc<Database>, error: &Error, ctx: Arc<Context>) -> Action {
+/// Longest wait before a failing Database is tried again.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
+
+/// Retries a failed reconcile after the work queue's backoff for that Database (1 s
+/// doubling to 5 min). A broken credentials Secret waits the longest: only a person can
+/// fix it, and the Secret watch brings the Database back as soon as they do.
+#[allow(clippy::needless_pass_by_value)] // the signature the dispatcher expects
+pub fn error_policy(_db: Arc<Database>, error: &Error, _ctx: Arc<Context>) -> Action {
     if matches!(error, Error::BrokenCredentials(_)) {
-        return Action::requeue(crate::context::MAX_BACKOFF);
+        return Action::requeue(MAX_BACKOFF);
     }
-    let key = format!("{}/{}", db.namespace().unwrap_or_default(), db.name_any());
-    Action::requeue(ctx.backoff.delay(&key))
+    Action::retry()
 }

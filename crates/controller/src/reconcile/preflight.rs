@@ -2,6 +2,8 @@
 //! the data cannot move to, an object in the way, credentials kept from an earlier
 //! Database of the same name, and where mysql's data lives. Each can end the pass.
 
+use std::ops::ControlFlow;
+
 use database_api::Database;
 use database_api::constants::RETAINED_VERSION_ANNOTATION;
 use database_api::upgrade::DATA_DIRECTORY_ANNOTATION;
@@ -42,6 +44,26 @@ pub(crate) async fn check(
         .credentials
         .as_ref()
         .filter(|s| conflicts::is_retained_credentials(&s.metadata, db));
+    if let Some(conflict) = first_in_the_way(db, observed, kept.is_some()) {
+        return Ok(Some(Stop::Conflict(conflict)));
+    }
+    if let Some(kept) = kept {
+        match reclaim(databases, secrets, db, kept).await? {
+            ControlFlow::Continue(credentials) => observed.credentials = Some(credentials),
+            ControlFlow::Break(stop) => return Ok(Some(stop)),
+        }
+    }
+    if layout::needs_volume_root_mark(db, observed.statefulset.as_ref()) {
+        layout::mark_volume_root(databases, db).await?;
+        return Ok(Some(Stop::Marked));
+    }
+    Ok(None)
+}
+
+/// The first observed object of a name this Database writes that it does not control,
+/// in the order the objects are written. `kept` says the credentials Secret is one
+/// kept from an earlier Database, which is taken back rather than in the way.
+fn first_in_the_way(db: &Database, observed: &Observed, kept: bool) -> Option<Conflict> {
     let budget = (db.spec.replicas > 1)
         .then(|| observed.budget.as_ref().map(|b| &b.metadata))
         .flatten();
@@ -54,7 +76,7 @@ pub(crate) async fn check(
     // A ConfigMap of the config's name is only in the way when there is a file to write.
     let config = crate::resources::engine_config::effective(db)
         .and(observed.config.as_ref().map(|c| &c.metadata));
-    let in_the_way = conflicts::first_conflict(
+    conflicts::first_conflict(
         db,
         [
             (
@@ -67,7 +89,7 @@ pub(crate) async fn check(
                 observed
                     .credentials
                     .as_ref()
-                    .filter(|_| kept.is_none())
+                    .filter(|_| !kept)
                     .map(|o| &o.metadata),
             ),
             ("Secret", observed.connection.as_ref().map(|o| &o.metadata)),
@@ -78,26 +100,27 @@ pub(crate) async fn check(
             ("Service", observed.rw.as_ref().map(|o| &o.metadata)),
             ("Service", observed.ro.as_ref().map(|o| &o.metadata)),
         ],
-    );
-    if let Some(conflict) = in_the_way {
-        return Ok(Some(Stop::Conflict(conflict)));
+    )
+}
+
+/// Takes back the credentials kept from an earlier Database and continues with them,
+/// or stops: when their data cannot serve the spec's version, or after marking the
+/// Database with where mysql's data lives (its watch event brings it back).
+async fn reclaim(
+    databases: &Api<Database>,
+    secrets: &Api<Secret>,
+    db: &Database,
+    kept: &Secret,
+) -> Result<ControlFlow<Stop, Secret>, Error> {
+    if let Some(message) = retained_version_refused(db, kept) {
+        return Ok(ControlFlow::Break(Stop::Invalid(message)));
     }
-    if let Some(kept) = kept {
-        if let Some(message) = retained_version_refused(db, kept) {
-            return Ok(Some(Stop::Invalid(message)));
-        }
-        if let Some(directory) = kept.annotations().get(DATA_DIRECTORY_ANNOTATION) {
-            layout::mark(databases, db, DATA_DIRECTORY_ANNOTATION, Some(directory)).await?;
-            take_back(secrets, db, kept).await?;
-            return Ok(Some(Stop::Marked));
-        }
-        observed.credentials = Some(take_back(secrets, db, kept).await?);
+    if let Some(directory) = kept.annotations().get(DATA_DIRECTORY_ANNOTATION) {
+        layout::mark(databases, db, DATA_DIRECTORY_ANNOTATION, Some(directory)).await?;
+        take_back(secrets, db, kept).await?;
+        return Ok(ControlFlow::Break(Stop::Marked));
     }
-    if layout::needs_volume_root_mark(db, observed.statefulset.as_ref()) {
-        layout::mark_volume_root(databases, db).await?;
-        return Ok(Some(Stop::Marked));
-    }
-    Ok(None)
+    Ok(ControlFlow::Continue(take_back(secrets, db, kept).await?))
 }
 
 /// Why the retained data cannot serve `db`'s version, naming `spec.version`.

@@ -12,13 +12,12 @@ use database_api::parameters::{Takes, lookup};
 use database_api::{Database, Engine};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams};
+use kube::api::Api;
 
 use crate::context::Context;
 use crate::error::Error;
 use crate::exec::{self, ExecError};
 use crate::resources::engine_config::{self, file_path, revision, typed};
-use crate::resources::meta::selector_string;
 
 /// How soon to look again while an instance has not taken the settings yet: the
 /// kubelet refreshes a mounted ConfigMap within about a minute.
@@ -67,19 +66,27 @@ pub async fn apply(
     }
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
     let exec_pods: Api<Pod> = Api::namespaced(ctx.exec_client().clone(), namespace);
-    let listed = pods
-        .list(&ListParams::default().labels(&selector_string(db)))
-        .await
-        .map_err(|source| Error::Observe {
-            kind: "Pod".into(),
-            name: selector_string(db),
-            source,
-        })?;
-    // Backup and restore Jobs' Pods carry the Database's labels too: only the
-    // StatefulSet's own instances count.
+    let listed = crate::replication::database_pods(&pods, db).await?;
+    let instances = own_instances(&listed.items, set);
+    if instances.len() != usize::try_from(replicas).unwrap_or_default() {
+        return Ok(waiting);
+    }
+    for pod in instances {
+        if !took_settings(&exec_pods, pod, db.spec.engine, &settings, &wanted).await {
+            return Ok(waiting);
+        }
+    }
+    Ok(Step {
+        applied: Some(wanted),
+        requeue: None,
+    })
+}
+
+/// The Pods among `listed` that `set` controls. Backup and restore Jobs' Pods carry
+/// the Database's labels too: only the StatefulSet's own instances count.
+fn own_instances<'a>(listed: &'a [Pod], set: &StatefulSet) -> Vec<&'a Pod> {
     let set_name = set.metadata.name.as_deref().unwrap_or_default();
-    let instances: Vec<&Pod> = listed
-        .items
+    listed
         .iter()
         .filter(|pod| {
             pod.metadata.owner_references.iter().flatten().any(|owner| {
@@ -88,32 +95,33 @@ pub async fn apply(
                     && owner.controller == Some(true)
             })
         })
-        .collect();
-    if instances.len() != usize::try_from(replicas).unwrap_or_default() {
-        return Ok(waiting);
-    }
-    for pod in instances {
-        let name = pod.metadata.name.clone().unwrap_or_default();
-        match reload(&exec_pods, &name, db.spec.engine, &settings, &wanted).await {
-            Ok(true) => {}
-            Ok(false) => return Ok(waiting),
-            // The engine refused the settings: that stays until the spec changes, so it
-            // is logged where an operator looks.
-            Err(err @ ExecError::Failed { .. }) => {
-                tracing::warn!(pod = %name, error = %err, "the engine refused the settings");
-                return Ok(waiting);
-            }
-            // An instance restarting or not ready yet answers next time.
-            Err(err) => {
-                tracing::debug!(pod = %name, error = %err, "settings not applied yet");
-                return Ok(waiting);
-            }
+        .collect()
+}
+
+/// Whether `pod` runs with the settings at `wanted` now, applying them if its file is
+/// there; a failure is logged and means not yet.
+async fn took_settings(
+    exec_pods: &Api<Pod>,
+    pod: &Pod,
+    engine: Engine,
+    settings: &BTreeMap<String, String>,
+    wanted: &str,
+) -> bool {
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    match reload(exec_pods, &name, engine, settings, wanted).await {
+        Ok(took) => took,
+        // The engine refused the settings: that stays until the spec changes, so it
+        // is logged where an operator looks.
+        Err(err @ ExecError::Failed { .. }) => {
+            tracing::warn!(pod = %name, error = %err, "the engine refused the settings");
+            false
+        }
+        // An instance restarting or not ready yet answers next time.
+        Err(err) => {
+            tracing::debug!(pod = %name, error = %err, "settings not applied yet");
+            false
         }
     }
-    Ok(Step {
-        applied: Some(wanted),
-        requeue: None,
-    })
 }
 
 /// Whether the StatefulSet has every instance on its current template, ready.

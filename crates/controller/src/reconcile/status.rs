@@ -8,7 +8,7 @@ use database_api::constants::FIELD_MANAGER;
 use database_api::upgrade::UpgradePhase;
 use database_api::{Database, DatabaseStatus, Phase};
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
@@ -64,6 +64,9 @@ fn rollout(db: &Database, statefulset: Option<&StatefulSet>) -> Option<Rollout> 
     })
 }
 
+/// A condition's status, reason and message.
+type Verdict = (bool, &'static str, String);
+
 /// The status `db` should show, given the StatefulSet as last seen and `facts`.
 pub fn compute(
     db: &Database,
@@ -72,88 +75,16 @@ pub fn compute(
     now: &Time,
     cluster_domain: &str,
 ) -> DatabaseStatus {
-    let generation = db.metadata.generation;
     let previous = db.status.clone().unwrap_or_default();
-    let desired = db.spec.replicas;
     let rollout = rollout(db, statefulset);
-    let ready_replicas = rollout.map_or(0, |r| r.ready);
-    let complete =
-        rollout.is_some_and(|r| r.current_generation && r.ready >= desired && r.updated >= desired);
-
-    let (phase, message) = phase_and_message(facts, rollout, complete, ready_replicas, desired);
-    let phase = if facts.paused && !facts.terminating {
-        previous.phase
-    } else {
-        phase
-    };
-    let ready = phase == Phase::Running;
-
-    let mut list = previous.conditions.clone();
-    let condition = |type_: &str, status: bool, reason: &str, message: &str| {
-        conditions::new(type_, status, reason, message, generation, now)
-    };
-    let ready_reason = match phase {
-        Phase::Running => "AllReplicasReady",
-        Phase::Failed if facts.invalid.is_some() => "InvalidSpec",
-        Phase::Failed => "Degraded",
-        Phase::Terminating => "Terminating",
-        Phase::Pending | Phase::Creating => "ReplicasNotReady",
-        Phase::Upgrading => "Upgrading",
-    };
-    conditions::set(&mut list, condition(READY, ready, ready_reason, &message));
-    let progressing =
-        !ready && matches!(phase, Phase::Pending | Phase::Creating | Phase::Upgrading);
-    conditions::set(
-        &mut list,
-        condition(
-            PROGRESSING,
-            progressing,
-            if progressing { "RollingOut" } else { "Idle" },
-            &message,
-        ),
-    );
-    let degraded = facts
-        .invalid
-        .as_ref()
-        .map(|m| ("InvalidSpec", m.clone()))
-        .or_else(|| facts.degraded.clone());
-    match degraded {
-        Some((reason, message)) => {
-            conditions::set(&mut list, condition(DEGRADED, true, reason, &message));
-        }
-        None => conditions::set(&mut list, condition(DEGRADED, false, "AsExpected", "")),
-    }
-    let (replicated, reason, note) = replication_condition(db, facts);
-    conditions::set(&mut list, condition(REPLICATED, replicated, reason, &note));
-    if let Some((ok, reason, note)) = facts.restore.as_ref().map(Restore::condition) {
-        conditions::set(&mut list, condition(RESTORED, ok, reason, &note));
-    }
-    if let Some((ok, reason, note)) = facts.backups.as_ref().and_then(|b| b.last_backup.clone()) {
-        conditions::set(
-            &mut list,
-            condition(LAST_BACKUP_SUCCEEDED, ok, reason, &note),
-        );
-    }
-    if facts.paused {
-        conditions::set(
-            &mut list,
-            condition(
-                PAUSED,
-                true,
-                "Paused",
-                "reconciliation paused by the mycompany.io/paused annotation",
-            ),
-        );
-    } else {
-        conditions::set(&mut list, condition(PAUSED, false, "Reconciling", ""));
-    }
-
+    let (phase, message) = shown_phase(db, facts, rollout, previous.phase);
+    let conditions = condition_list(db, facts, phase, &message, previous.conditions, now);
     DatabaseStatus {
         phase,
-        ready,
+        ready: phase == Phase::Running,
         message: Some(message),
         endpoint: Some(endpoint(db, cluster_domain)),
-        replicas: ready_replicas,
+        replicas: rollout.map_or(0, |r| r.ready),
         primary: facts.replication.as_ref().and_then(|r| r.primary.clone()),
         instances: facts
             .replication
@@ -161,20 +92,126 @@ pub fn compute(
             .map(|r| r.instances.clone())
             .unwrap_or_default(),
         selector: Some(selector_string(db)),
-        observed_generation: generation,
-        conditions: list,
+        observed_generation: db.metadata.generation,
+        conditions,
         backups: match &facts.backups {
             Some(plan) => plan.status.clone(),
-            None => previous.backups.clone(),
+            None => previous.backups,
         },
         upgrade: facts.upgrade.clone().or(previous.upgrade),
-        parameters_revision: crate::resources::engine_config::effective(db).and(
-            facts
-                .parameters_applied
-                .clone()
-                .or(previous.parameters_revision),
-        ),
+        parameters_revision: parameters_revision(db, facts, previous.parameters_revision),
     }
+}
+
+/// The phase and its message. A pause keeps the `previous` phase, except while the
+/// Database is being deleted.
+fn shown_phase(
+    db: &Database,
+    facts: &Facts,
+    rollout: Option<Rollout>,
+    previous: Phase,
+) -> (Phase, String) {
+    let desired = db.spec.replicas;
+    let ready_replicas = rollout.map_or(0, |r| r.ready);
+    let complete =
+        rollout.is_some_and(|r| r.current_generation && r.ready >= desired && r.updated >= desired);
+    let (phase, message) = phase_and_message(facts, rollout, complete, ready_replicas, desired);
+    if facts.paused && !facts.terminating {
+        (previous, message)
+    } else {
+        (phase, message)
+    }
+}
+
+/// The `previous` conditions with each of this pass's set, observed at the Database's
+/// generation, in a fixed order. Restored and LastBackupSucceeded are set only when
+/// this pass has something to say about them.
+fn condition_list(
+    db: &Database,
+    facts: &Facts,
+    phase: Phase,
+    message: &str,
+    previous: Vec<Condition>,
+    now: &Time,
+) -> Vec<Condition> {
+    let verdicts = [
+        Some((READY, ready_condition(phase, facts, message))),
+        Some((PROGRESSING, progressing_condition(phase, message))),
+        Some((DEGRADED, degraded_condition(facts))),
+        Some((REPLICATED, replication_condition(db, facts))),
+        restored_condition(facts).map(|v| (RESTORED, v)),
+        last_backup_condition(facts).map(|v| (LAST_BACKUP_SUCCEEDED, v)),
+        Some((PAUSED, paused_condition(facts))),
+    ];
+    let mut list = previous;
+    for (type_, (status, reason, message)) in verdicts.into_iter().flatten() {
+        let condition =
+            conditions::new(type_, status, reason, message, db.metadata.generation, now);
+        conditions::set(&mut list, condition);
+    }
+    list
+}
+
+/// The Ready condition: true once the Database is Running, otherwise why not.
+fn ready_condition(phase: Phase, facts: &Facts, message: &str) -> Verdict {
+    let reason = match phase {
+        Phase::Running => "AllReplicasReady",
+        Phase::Failed if facts.invalid.is_some() => "InvalidSpec",
+        Phase::Failed => "Degraded",
+        Phase::Terminating => "Terminating",
+        Phase::Pending | Phase::Creating => "ReplicasNotReady",
+        Phase::Upgrading => "Upgrading",
+    };
+    (phase == Phase::Running, reason, message.to_owned())
+}
+
+/// The Progressing condition: true while the Database is pending, creating or upgrading.
+fn progressing_condition(phase: Phase, message: &str) -> Verdict {
+    let progressing = matches!(phase, Phase::Pending | Phase::Creating | Phase::Upgrading);
+    let reason = if progressing { "RollingOut" } else { "Idle" };
+    (progressing, reason, message.to_owned())
+}
+
+/// The Degraded condition: an invalid spec first, then a failed write or refused change.
+fn degraded_condition(facts: &Facts) -> Verdict {
+    facts
+        .invalid
+        .as_ref()
+        .map(|m| ("InvalidSpec", m.clone()))
+        .or_else(|| facts.degraded.clone())
+        .map_or((false, "AsExpected", String::new()), |(reason, message)| {
+            (true, reason, message)
+        })
+}
+
+/// The Restored condition, for a Database created from a dump.
+fn restored_condition(facts: &Facts) -> Option<Verdict> {
+    facts.restore.as_ref().map(Restore::condition)
+}
+
+/// The LastBackupSucceeded condition, once a backup of the Database has finished.
+fn last_backup_condition(facts: &Facts) -> Option<Verdict> {
+    facts.backups.as_ref().and_then(|b| b.last_backup.clone())
+}
+
+/// The Paused condition: whether the paused annotation holds reconciliation.
+fn paused_condition(facts: &Facts) -> Verdict {
+    if facts.paused {
+        (
+            true,
+            "Paused",
+            "reconciliation paused by the mycompany.io/paused annotation".to_owned(),
+        )
+    } else {
+        (false, "Reconciling", String::new())
+    }
+}
+
+/// The settings revision every instance runs with: the one applied this pass, else the
+/// one recorded before; none when the Database has no settings file.
+fn parameters_revision(db: &Database, facts: &Facts, previous: Option<String>) -> Option<String> {
+    crate::resources::engine_config::effective(db)
+        .and(facts.parameters_applied.clone().or(previous))
 }
 
 /// The phase and its message, before a pause keeps the previous phase.
@@ -232,7 +269,7 @@ fn upgrading(facts: &Facts) -> Option<String> {
 
 /// The Replicated condition: from the replication pass, or for instances the operator
 /// does not replicate.
-fn replication_condition(db: &Database, facts: &Facts) -> (bool, &'static str, String) {
+fn replication_condition(db: &Database, facts: &Facts) -> Verdict {
     facts
         .replication
         .as_ref()

@@ -66,18 +66,42 @@ pub async fn plan(
         return Ok(StoragePlan::AsSpecified);
     }
     if wanted < current {
-        let message = format!(
-            "spec.storage {} is smaller than the volumes' {template}: volumes cannot shrink",
-            db.spec.storage
-        );
-        return Ok(StoragePlan::Blocked {
-            template,
-            reason: "StorageShrinkRefused",
-            message,
-        });
+        return Ok(shrink_refused(db, template));
     }
     let namespace = db.namespace().ok_or(Error::MissingNamespace)?;
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &namespace);
+    let owned = data_claims(&claims, db).await?;
+    if let Some(message) = expansion_refused(client, &owned).await? {
+        return Ok(StoragePlan::Blocked {
+            template,
+            reason: "ExpansionNotSupported",
+            message,
+        });
+    }
+    resize(&claims, &owned, &db.spec.storage).await?;
+    orphan_delete(client, &namespace, set).await?;
+    Ok(StoragePlan::Recreating)
+}
+
+/// The plan for a spec asking for less than the volumes' `template` size.
+fn shrink_refused(db: &Database, template: String) -> StoragePlan {
+    let message = format!(
+        "spec.storage {} is smaller than the volumes' {template}: volumes cannot shrink",
+        db.spec.storage
+    );
+    StoragePlan::Blocked {
+        template,
+        reason: "StorageShrinkRefused",
+        message,
+    }
+}
+
+/// The data volume claims of `db`'s instances: those the Database's selector matches
+/// whose names come from the data template.
+async fn data_claims(
+    claims: &Api<PersistentVolumeClaim>,
+    db: &Database,
+) -> Result<Vec<PersistentVolumeClaim>, Error> {
     let prefix = format!("{DATA_VOLUME}-{}-", db.name_any());
     let list = claims
         .list(&ListParams::default().labels(&selector_string(db)))
@@ -87,19 +111,20 @@ pub async fn plan(
             name: prefix.clone(),
             source,
         })?;
-    let owned: Vec<&PersistentVolumeClaim> = list
+    Ok(list
         .items
-        .iter()
+        .into_iter()
         .filter(|c| c.name_any().starts_with(&prefix))
-        .collect();
-    if let Some(message) = expansion_refused(client, &owned).await? {
-        return Ok(StoragePlan::Blocked {
-            template,
-            reason: "ExpansionNotSupported",
-            message,
-        });
-    }
-    let body = json!({"spec": {"resources": {"requests": {"storage": db.spec.storage}}}});
+        .collect())
+}
+
+/// Asks for `storage` in each of `owned`, in turn.
+async fn resize(
+    claims: &Api<PersistentVolumeClaim>,
+    owned: &[PersistentVolumeClaim],
+    storage: &str,
+) -> Result<(), Error> {
+    let body = json!({"spec": {"resources": {"requests": {"storage": storage}}}});
     for claim in owned {
         let name = claim.name_any();
         claims
@@ -107,14 +132,19 @@ pub async fn plan(
             .await
             .map_err(|source| Error::ResizeClaim { name, source })?;
     }
-    let sets: Api<StatefulSet> = Api::namespaced(client.clone(), &namespace);
+    Ok(())
+}
+
+/// Deletes `set` and leaves its Pods and claims in place; already gone counts as done.
+async fn orphan_delete(client: &Client, namespace: &str, set: &StatefulSet) -> Result<(), Error> {
+    let sets: Api<StatefulSet> = Api::namespaced(client.clone(), namespace);
     let orphan = DeleteParams {
         propagation_policy: Some(PropagationPolicy::Orphan),
         ..DeleteParams::default()
     };
     match sets.delete(&set.name_any(), &orphan).await {
-        Ok(_) => Ok(StoragePlan::Recreating),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(StoragePlan::Recreating),
+        Ok(_) => Ok(()),
+        Err(error) if operator_runtime::errors::is_not_found(&error) => Ok(()),
         Err(source) => Err(Error::Delete {
             kind: "StatefulSet".into(),
             name: set.name_any(),
@@ -126,7 +156,7 @@ pub async fn plan(
 /// Why the claims cannot grow, if their StorageClass does not allow expansion.
 async fn expansion_refused(
     client: &Client,
-    claims: &[&PersistentVolumeClaim],
+    claims: &[PersistentVolumeClaim],
 ) -> Result<Option<String>, Error> {
     let classes: Api<StorageClass> = Api::all(client.clone());
     for claim in claims {

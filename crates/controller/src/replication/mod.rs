@@ -25,15 +25,15 @@ use database_api::{Database, Engine};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::ResourceExt;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, ListParams, ObjectList, Patch, PatchParams};
 use serde_json::json;
 
 use self::plan::{Instance, Step, Wanted};
 use crate::context::Context;
 use crate::error::Error;
-use crate::events::EventType;
 use crate::resources::meta::{PRIMARY, ROLE_LABEL, pod_name, selector_string};
 use crate::resources::replication_init::{MEMBERS_SPAN_KEY, PRIMARY_KEY};
+use operator_runtime::events::EventType;
 
 /// How often a replicated Database is looked at again, for its replicas' lag and its
 /// primary's health, when nothing else brings it back.
@@ -90,27 +90,11 @@ pub async fn reconcile(
 ) -> Result<Report, Error> {
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
     let exec_pods: Api<Pod> = Api::namespaced(ctx.exec_client().clone(), namespace);
-    let list = pods
-        .list(&ListParams::default().labels(&selector_string(db)))
-        .await
-        .map_err(|source| Error::Observe {
-            kind: "Pod".into(),
-            name: selector_string(db),
-            source,
-        })?;
+    let list = database_pods(&pods, db).await?;
     let mut instances: Vec<Instance> = list.items.iter().filter_map(observe_pod).collect();
     instances.sort_by_key(|i| i.ordinal);
     if !replicated {
-        let steps: Vec<Step> = instances
-            .iter()
-            .filter_map(|i| {
-                let wanted = (i.name == named).then_some(PRIMARY);
-                (i.running && i.label.as_deref() != wanted).then(|| Step::Label {
-                    pod: i.name.clone(),
-                    role: wanted,
-                })
-            })
-            .collect();
+        let steps = primary_label_steps(named, &instances);
         let mut report = report::unasked(named, &instances);
         steps::execute(ctx, db, &pods, &exec_pods, &steps, &mut report).await?;
         return Ok(report);
@@ -120,40 +104,16 @@ pub async fn reconcile(
         let observed = (!primary.ready).then_some(primary.unready_since).flatten();
         primary.unready_since = ctx.outages.note(&database, named, observed);
     }
-    let asked: Vec<_> = instances
-        .iter()
-        .filter(|i| i.running)
-        .map(|i| ask_state(db.spec.engine, &exec_pods, &i.name))
-        .collect();
-    let answers = futures::future::join_all(asked).await;
-    let mut answers = answers.into_iter();
-    for instance in instances.iter_mut().filter(|i| i.running) {
-        instance.engine = answers.next().and_then(Result::ok);
-    }
-    let wanted = Wanted {
-        replicas: db.spec.replicas,
-        synchronous: db.spec.replication.mode == ReplicationMode::Sync,
-        failover_after: Duration::from_secs(
-            u64::try_from(db.spec.replication.failover_after_seconds).unwrap_or(30),
-        ),
-        switchover_to: db.annotations().get(SWITCHOVER_ANNOTATION).cloned(),
-    };
+    ask_engines(db.spec.engine, &exec_pods, &mut instances).await;
+    let wanted = wanted_of(db);
     let now = Timestamp::now();
     let steps = match db.spec.engine {
         Engine::Mongodb => replica_set::plan(named, members_span, &instances, &wanted),
         Engine::Postgres | Engine::Mysql => plan::plan(named, &instances, &wanted, now),
     };
     let mut report = report::of(named, &instances, &wanted, now);
-    if let Some(target) = &wanted.switchover_to
-        && !instances.iter().any(|i| i.name == *target)
-    {
-        report.events.push((
-            EventType::Warning,
-            "SwitchoverRefused",
-            format!(
-                "{target} is not an instance of this Database; the switchover waits for one that is"
-            ),
-        ));
+    if let Some(refusal) = switchover_refusal(&wanted, &instances) {
+        report.events.push(refusal);
     }
     steps::execute(ctx, db, &pods, &exec_pods, &steps, &mut report).await?;
     if !steps.is_empty() {
@@ -162,6 +122,80 @@ pub async fn reconcile(
         report.requeue = Some(AFTER_CHANGES);
     }
     Ok(report)
+}
+
+/// The Pods carrying `db`'s labels: its StatefulSet's instances, and also the Pods of
+/// its backup and restore Jobs, which callers tell apart themselves.
+pub(crate) async fn database_pods(
+    pods: &Api<Pod>,
+    db: &Database,
+) -> Result<ObjectList<Pod>, Error> {
+    pods.list(&ListParams::default().labels(&selector_string(db)))
+        .await
+        .map_err(|source| Error::Observe {
+            kind: "Pod".into(),
+            name: selector_string(db),
+            source,
+        })
+}
+
+/// The relabelling of a Database whose replication the operator does not run: the
+/// named primary alone carries the primary label, on running instances.
+fn primary_label_steps(named: &str, instances: &[Instance]) -> Vec<Step> {
+    instances
+        .iter()
+        .filter_map(|i| {
+            let wanted = (i.name == named).then_some(PRIMARY);
+            (i.running && i.label.as_deref() != wanted).then(|| Step::Label {
+                pod: i.name.clone(),
+                role: wanted,
+            })
+        })
+        .collect()
+}
+
+/// Asks every running instance's engine, all at once, for its state; an instance that
+/// does not answer keeps no engine state.
+async fn ask_engines(engine: Engine, exec_pods: &Api<Pod>, instances: &mut [Instance]) {
+    let asked: Vec<_> = instances
+        .iter()
+        .filter(|i| i.running)
+        .map(|i| ask_state(engine, exec_pods, &i.name))
+        .collect();
+    let answers = futures::future::join_all(asked).await;
+    let mut answers = answers.into_iter();
+    for instance in instances.iter_mut().filter(|i| i.running) {
+        instance.engine = answers.next().and_then(Result::ok);
+    }
+}
+
+/// What the Database's spec and switchover annotation ask of its replication.
+fn wanted_of(db: &Database) -> Wanted {
+    Wanted {
+        replicas: db.spec.replicas,
+        synchronous: db.spec.replication.mode == ReplicationMode::Sync,
+        failover_after: Duration::from_secs(
+            u64::try_from(db.spec.replication.failover_after_seconds).unwrap_or(30),
+        ),
+        switchover_to: db.annotations().get(SWITCHOVER_ANNOTATION).cloned(),
+    }
+}
+
+/// The warning for a switchover to a Pod that is not one of the instances, if asked.
+fn switchover_refusal(
+    wanted: &Wanted,
+    instances: &[Instance],
+) -> Option<(EventType, &'static str, String)> {
+    let target = wanted.switchover_to.as_ref()?;
+    (!instances.iter().any(|i| i.name == *target)).then(|| {
+        (
+            EventType::Warning,
+            "SwitchoverRefused",
+            format!(
+                "{target} is not an instance of this Database; the switchover waits for one that is"
+            ),
+        )
+    })
 }
 
 /// What an instance's engine says about it.

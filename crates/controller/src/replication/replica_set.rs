@@ -99,77 +99,108 @@ fn unlabel_all_but(keep: &str, instances: &[Instance]) -> Vec<Step> {
 
 /// Hand-overs, then one change of membership, then the write concern.
 fn membership(primary: &Instance, instances: &[Instance], wanted: &Wanted) -> Vec<Step> {
+    if let Some(steps) = hand_overs(primary, instances, wanted) {
+        return steps;
+    }
+    if let Some(step) = member_change(primary, instances, wanted) {
+        return vec![step];
+    }
+    if let Some(step) = write_concern(primary, wanted) {
+        return vec![step];
+    }
+    raise_compatibility(primary, instances, wanted.replicas)
+}
+
+/// Whether `i` is a ready member, kept at this scale, that streams from the primary
+/// and so may take the primary over.
+fn caught_up_secondary(i: &Instance, members: &[String], replicas: i32) -> bool {
+    i.ready
+        && i.running
+        && i.ordinal < replicas
+        && members.contains(&i.name)
+        && i.engine.as_ref().is_some_and(|e| !e.primary && e.streaming)
+}
+
+/// Handing the primary over: to the switchover's target once it has caught up, or, when
+/// the primary's instance is scaled away, to the most advanced secondary. `None` when
+/// neither is asked; while the primary is scaled away, no other step is taken, even
+/// with no secondary to hand over to.
+fn hand_overs(primary: &Instance, instances: &[Instance], wanted: &Wanted) -> Option<Vec<Step>> {
     let members = members(primary);
-    let is_member = |name: &str| members.iter().any(|m| m == name);
-    let caught_up_secondary = |i: &&Instance| {
-        i.ready
-            && i.running
-            && i.ordinal < wanted.replicas
-            && is_member(&i.name)
-            && i.engine.as_ref().is_some_and(|e| !e.primary && e.streaming)
-    };
-    let hand_over = |to: String, why: Why| {
-        let stay_out = instances
-            .iter()
-            .filter(|i| i.name != to && i.name != primary.name && i.running)
-            .filter(|i| i.engine.as_ref().is_some_and(|e| e.streaming))
-            .map(|i| i.name.clone())
-            .collect();
-        vec![Step::ReplicaSet(ReplicaSetStep::HandOver {
-            primary: primary.name.clone(),
-            to,
-            stay_out,
-            why,
-        })]
-    };
+    let caught_up = |i: &&Instance| caught_up_secondary(i, members, wanted.replicas);
     if let Some(target) = &wanted.switchover_to
         && *target != primary.name
-        && instances
-            .iter()
-            .any(|i| i.name == *target && caught_up_secondary(&i))
+        && instances.iter().any(|i| i.name == *target && caught_up(&i))
     {
-        return hand_over(target.clone(), Why::Switchover);
+        return Some(hand_over(
+            primary,
+            instances,
+            target.clone(),
+            Why::Switchover,
+        ));
     }
-    if primary.ordinal >= wanted.replicas {
-        return instances
+    (primary.ordinal >= wanted.replicas).then(|| {
+        instances
             .iter()
-            .filter(caught_up_secondary)
+            .filter(caught_up)
             .max_by_key(|i| (i.engine.as_ref().map_or(0, |e| e.position), -i.ordinal))
-            .map(|to| hand_over(to.name.clone(), Why::ScaleDown))
-            .unwrap_or_default();
-    }
+            .map(|to| hand_over(primary, instances, to.name.clone(), Why::ScaleDown))
+            .unwrap_or_default()
+    })
+}
+
+/// The hand-over to `to`: the other streaming instances stay out of the election.
+fn hand_over(primary: &Instance, instances: &[Instance], to: String, why: Why) -> Vec<Step> {
+    let stay_out = instances
+        .iter()
+        .filter(|i| i.name != to && i.name != primary.name && i.running)
+        .filter(|i| i.engine.as_ref().is_some_and(|e| e.streaming))
+        .map(|i| i.name.clone())
+        .collect();
+    vec![Step::ReplicaSet(ReplicaSetStep::HandOver {
+        primary: primary.name.clone(),
+        to,
+        stay_out,
+        why,
+    })]
+}
+
+/// One change of membership: a member scaled away leaves, else an instance that is not
+/// a member yet joins.
+fn member_change(primary: &Instance, instances: &[Instance], wanted: &Wanted) -> Option<Step> {
+    let members = members(primary);
     // Members scaled away go first, the highest first, before their Pods are gone.
     let leaving = members
         .iter()
         .filter(|m| super::ordinal(m).is_some_and(|o| o >= wanted.replicas))
         .max_by_key(|m| super::ordinal(m));
     if let Some(pod) = leaving {
-        return vec![Step::ReplicaSet(ReplicaSetStep::RemoveMember {
+        return Some(Step::ReplicaSet(ReplicaSetStep::RemoveMember {
             primary: primary.name.clone(),
             pod: pod.clone(),
-        })];
+        }));
     }
+    let is_member = |name: &str| members.iter().any(|m| m == name);
     let joining = instances.iter().find(|i| {
         i.running && i.ordinal < wanted.replicas && i.engine.is_some() && !is_member(&i.name)
-    });
-    if let Some(joining) = joining {
-        return vec![Step::ReplicaSet(ReplicaSetStep::AddMember {
-            primary: primary.name.clone(),
-            pod: joining.name.clone(),
-        })];
-    }
+    })?;
+    Some(Step::ReplicaSet(ReplicaSetStep::AddMember {
+        primary: primary.name.clone(),
+        pod: joining.name.clone(),
+    }))
+}
+
+/// Switching the primary's write concern when it differs from the one wanted.
+fn write_concern(primary: &Instance, wanted: &Wanted) -> Option<Step> {
     let synchronous = wanted.synchronous && wanted.replicas > 1;
-    if primary
+    primary
         .engine
         .as_ref()
         .is_some_and(|e| e.synchronous != synchronous)
-    {
-        return vec![Step::Synchronous {
+        .then(|| Step::Synchronous {
             pod: primary.name.clone(),
             on: synchronous,
-        }];
-    }
-    raise_compatibility(primary, instances, wanted.replicas)
+        })
 }
 
 /// Raising the feature compatibility version to the series every wanted instance runs,

@@ -21,7 +21,51 @@ pub fn of(named: &str, instances: &[Instance], wanted: &Wanted, now: Timestamp) 
         .filter(|e| e.primary);
     let primary_position = primary_engine.map(|e| e.position);
     let unit = primary_engine.map_or(Unit::Bytes, Unit::of);
-    let lag = |i: &Instance| match (&i.engine, primary_position) {
+    let statuses: Vec<InstanceStatus> = instances
+        .iter()
+        .map(|i| status(i, primary_position, unit))
+        .collect();
+    let replicas: Vec<&InstanceStatus> = statuses.iter().filter(|s| s.name != named).collect();
+    let behind = behind(named, instances, &replicas, unit.bound());
+    let replicated = replicated(
+        named,
+        wanted,
+        unit,
+        primary_position.is_some(),
+        replicas.len(),
+        &behind,
+    );
+    Report {
+        primary: primary_position.map(|_| named.to_owned()),
+        instances: statuses,
+        replicated: Some(replicated),
+        events: Vec::new(),
+        requeue: Some(next_look(named, instances, wanted, now)),
+    }
+}
+
+/// An instance's role and readiness, and its lag behind the primary's position in the
+/// field of `unit`.
+fn status(i: &Instance, primary_position: Option<u64>, unit: Unit) -> InstanceStatus {
+    let lag = lag(i, primary_position, unit);
+    InstanceStatus {
+        name: i.name.clone(),
+        role: match &i.engine {
+            Some(EngineState { primary: true, .. }) => Role::Primary,
+            Some(_) => Role::Replica,
+            None => Role::Unknown,
+        },
+        ready: i.ready,
+        lag_bytes: lag.filter(|_| unit == Unit::Bytes),
+        lag_transactions: lag.filter(|_| unit == Unit::Transactions),
+        lag_seconds: lag.filter(|_| unit == Unit::Milliseconds),
+    }
+}
+
+/// How far a replica is behind the primary, in `unit` (mongodb's milliseconds reported
+/// as seconds); `None` for the primary or an instance that did not answer.
+fn lag(i: &Instance, primary_position: Option<u64>, unit: Unit) -> Option<i64> {
+    match (&i.engine, primary_position) {
         (Some(e), Some(at)) if !e.primary => {
             let behind = i64::try_from(at.saturating_sub(e.position)).unwrap_or(i64::MAX);
             Some(match unit {
@@ -30,23 +74,16 @@ pub fn of(named: &str, instances: &[Instance], wanted: &Wanted, now: Timestamp) 
             })
         }
         _ => None,
-    };
-    let bound = unit.bound();
-    let statuses: Vec<InstanceStatus> = instances
-        .iter()
-        .map(|i| InstanceStatus {
-            name: i.name.clone(),
-            role: match &i.engine {
-                Some(EngineState { primary: true, .. }) => Role::Primary,
-                Some(_) => Role::Replica,
-                None => Role::Unknown,
-            },
-            ready: i.ready,
-            lag_bytes: lag(i).filter(|_| unit == Unit::Bytes),
-            lag_transactions: lag(i).filter(|_| unit == Unit::Transactions),
-            lag_seconds: lag(i).filter(|_| unit == Unit::Milliseconds),
-        })
-        .collect();
+    }
+}
+
+/// The replicas that do not stream from `named` within `bound`.
+fn behind<'a>(
+    named: &str,
+    instances: &[Instance],
+    replicas: &[&'a InstanceStatus],
+    bound: i64,
+) -> Vec<&'a str> {
     let in_step = |s: &&InstanceStatus| {
         instances.iter().any(|i| {
             i.name == s.name
@@ -59,30 +96,38 @@ pub fn of(named: &str, instances: &[Instance], wanted: &Wanted, now: Timestamp) 
             .or(s.lag_seconds)
             .is_some_and(|l| l <= bound)
     };
-    let replicas: Vec<&InstanceStatus> = statuses.iter().filter(|s| s.name != named).collect();
-    let behind: Vec<&str> = replicas
+    replicas
         .iter()
         .filter(|s| !in_step(s))
         .map(|s| s.name.as_str())
-        .collect();
-    let replicated = if wanted.replicas <= 1 {
+        .collect()
+}
+
+/// The Replicated condition: status, reason, message. `replicas` counts the instances
+/// other than the primary, `behind` names those not in step.
+fn replicated(
+    named: &str,
+    wanted: &Wanted,
+    unit: Unit,
+    primary_writes: bool,
+    replicas: usize,
+    behind: &[&str],
+) -> (bool, &'static str, String) {
+    let expected = usize::try_from(wanted.replicas.saturating_sub(1)).unwrap_or(0);
+    if wanted.replicas <= 1 {
         (
             false,
             "SingleInstance",
             "one instance: nothing to replicate".to_owned(),
         )
-    } else if primary_position.is_none() {
+    } else if !primary_writes {
         (
             false,
             "NoPrimary",
             format!("{named} is named primary but does not take writes yet"),
         )
-    } else if replicas.len() < usize::try_from(wanted.replicas - 1).unwrap_or(0)
-        || !behind.is_empty()
-    {
-        let missing = usize::try_from(wanted.replicas - 1)
-            .unwrap_or(0)
-            .saturating_sub(replicas.len());
+    } else if replicas < expected || !behind.is_empty() {
+        let missing = expected.saturating_sub(replicas);
         let mut message = format!(
             "not every replica streams from {named} within {}",
             unit.bound_in_words()
@@ -103,15 +148,8 @@ pub fn of(named: &str, instances: &[Instance], wanted: &Wanted, now: Timestamp) 
         (
             true,
             "Streaming",
-            format!("{} replica(s) stream {mode} from {named}", replicas.len()),
+            format!("{replicas} replica(s) stream {mode} from {named}"),
         )
-    };
-    Report {
-        primary: primary_position.map(|_| named.to_owned()),
-        instances: statuses,
-        replicated: Some(replicated),
-        events: Vec::new(),
-        requeue: Some(next_look(named, instances, wanted, now)),
     }
 }
 

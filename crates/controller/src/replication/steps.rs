@@ -3,16 +3,17 @@
 use database_api::{Database, Engine};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
 use super::plan::{ReplicaSetStep, Step, Why};
 use super::{Report, mongodb, mysql, postgres};
 use crate::context::Context;
 use crate::error::Error;
-use crate::events::EventType;
+use crate::reconcile::apply::delete_if_present;
 use crate::resources::meta::{ROLE_LABEL, topology_configmap_name};
 use crate::resources::replication_init::{MEMBERS_SPAN_KEY, PRIMARY_KEY};
+use operator_runtime::events::EventType;
 
 /// Carries out the steps in order; the first failure ends the pass (the next takes up).
 pub async fn execute(
@@ -52,46 +53,68 @@ pub async fn execute(
                 }
                 None
             }
-            Step::Reseed { pod, primary } => {
-                match mysql::reseed(exec_pods, pod, primary, &db.name_any()).await? {
-                    mysql::Reseed::Started { last_failure } => {
-                        if let Some(error) = last_failure {
-                            report.events.push((
-                                EventType::Warning,
-                                "ReseedFailed",
-                                format!("the last copy of {primary} into {pod} failed ({error}); copying again"),
-                            ));
-                        }
-                        Some((
-                            "Reseeding",
-                            format!(
-                                "{pod} holds transactions {primary} does not have, or lacks ones {primary} no longer keeps; it is being copied from {primary} and restarts on the copy as its replica"
-                            ),
-                        ))
-                    }
-                    mysql::Reseed::UnderWay => None,
-                }
-            }
+            Step::Reseed { pod, primary } => reseed(db, exec_pods, pod, primary, report).await?,
             Step::ReplicaSet(step) => replica_set_step(ctx, db, exec_pods, step).await?,
-            Step::Synchronous { pod, on } => {
-                match db.spec.engine {
-                    Engine::Mysql => mysql::set_synchronous(exec_pods, pod, *on).await?,
-                    Engine::Mongodb => mongodb::set_synchronous(exec_pods, pod, *on).await?,
-                    Engine::Postgres => postgres::set_synchronous(exec_pods, pod, *on).await?,
-                }
-                let note = if *on {
-                    "writes wait for a replica"
-                } else {
-                    "writes no longer wait for a replica"
-                };
-                Some(("ReplicationModeChanged", note.to_owned()))
-            }
+            Step::Synchronous { pod, on } => set_synchronous(db, exec_pods, pod, *on).await?,
         };
         if let Some((reason, note)) = event {
             report.events.push((EventType::Normal, reason, note));
         }
     }
     Ok(())
+}
+
+/// Copies `primary` into the mysql replica `pod` again; returns its event, after a
+/// warning on `report` when the last copy failed.
+async fn reseed(
+    db: &Database,
+    exec_pods: &Api<Pod>,
+    pod: &str,
+    primary: &str,
+    report: &mut Report,
+) -> Result<Option<(&'static str, String)>, Error> {
+    Ok(
+        match mysql::reseed(exec_pods, pod, primary, &db.name_any()).await? {
+            mysql::Reseed::Started { last_failure } => {
+                if let Some(error) = last_failure {
+                    report.events.push((
+                        EventType::Warning,
+                        "ReseedFailed",
+                        format!(
+                            "the last copy of {primary} into {pod} failed ({error}); copying again"
+                        ),
+                    ));
+                }
+                Some((
+                    "Reseeding",
+                    format!(
+                        "{pod} holds transactions {primary} does not have, or lacks ones {primary} no longer keeps; it is being copied from {primary} and restarts on the copy as its replica"
+                    ),
+                ))
+            }
+            mysql::Reseed::UnderWay => None,
+        },
+    )
+}
+
+/// Turns the primary `pod`'s synchronous mode on or off; returns its event.
+async fn set_synchronous(
+    db: &Database,
+    exec_pods: &Api<Pod>,
+    pod: &str,
+    on: bool,
+) -> Result<Option<(&'static str, String)>, Error> {
+    match db.spec.engine {
+        Engine::Mysql => mysql::set_synchronous(exec_pods, pod, on).await?,
+        Engine::Mongodb => mongodb::set_synchronous(exec_pods, pod, on).await?,
+        Engine::Postgres => postgres::set_synchronous(exec_pods, pod, on).await?,
+    }
+    let note = if on {
+        "writes wait for a replica"
+    } else {
+        "writes no longer wait for a replica"
+    };
+    Ok(Some(("ReplicationModeChanged", note.to_owned())))
 }
 
 /// Carries out a step only a mongodb replica set takes; returns its event.
@@ -243,16 +266,8 @@ async fn label(ctx: &Context, pods: &Api<Pod>, pod: &str, role: Option<&str>) ->
 /// Deletes an old primary's Pod: the StatefulSet starts it again, and its init
 /// container makes it a replica of the named primary.
 async fn fence(ctx: &Context, pods: &Api<Pod>, pod: &str) -> Result<(), Error> {
-    match pods.delete(pod, &DeleteParams::default()).await {
-        Ok(_) => ctx.metrics.wrote("delete"),
-        Err(kube::Error::Api(status)) if status.is_not_found() => {}
-        Err(source) => {
-            return Err(Error::Delete {
-                kind: "Pod".into(),
-                name: pod.to_owned(),
-                source,
-            });
-        }
+    if delete_if_present(pods, pod).await? {
+        ctx.metrics.wrote("delete");
     }
     Ok(())
 }

@@ -17,23 +17,7 @@ const MYSQL_ROOT_HOST: (&str, &str) = ("MYSQL_ROOT_HOST", "localhost");
 /// The credential variables of `engine` for a Secret laid out as `layout`.
 pub fn credential_env(db: &Database, engine: &EngineProfile, layout: Layout) -> Vec<EnvVar> {
     let secret = credentials_secret_name(db);
-    let from_secret = |name: &str, key: &str| EnvVar {
-        name: name.to_owned(),
-        value_from: Some(EnvVarSource {
-            secret_key_ref: Some(SecretKeySelector {
-                name: secret.clone(),
-                key: key.to_owned(),
-                optional: Some(false),
-            }),
-            ..EnvVarSource::default()
-        }),
-        ..EnvVar::default()
-    };
-    let plain = |(name, value): (&str, &str)| EnvVar {
-        name: name.to_owned(),
-        value: Some(value.to_owned()),
-        ..EnvVar::default()
-    };
+    let from_secret = |name: &str, key: &str| secret_env(&secret, name, key);
     let database = from_secret(engine.database_env, DATABASE_KEY);
     let replication = layout.replicates(db.spec.engine).then(|| {
         from_secret(
@@ -49,7 +33,7 @@ pub fn credential_env(db: &Database, engine: &EngineProfile, layout: Layout) -> 
                 from_secret(engine.password_env, PASSWORD_KEY),
                 database,
                 from_secret(root, ADMIN_PASSWORD_KEY),
-                plain(MYSQL_ROOT_HOST),
+                plain_env(MYSQL_ROOT_HOST),
             ];
             env.extend(replication);
             env
@@ -69,7 +53,7 @@ pub fn credential_env(db: &Database, engine: &EngineProfile, layout: Layout) -> 
                 env.push(replication);
                 if db.spec.engine == database_api::Engine::Postgres {
                     // pg_rewind needs page checksums (18 has them by default).
-                    env.push(plain(("POSTGRES_INITDB_ARGS", "--data-checksums")));
+                    env.push(plain_env(("POSTGRES_INITDB_ARGS", "--data-checksums")));
                 }
             }
             env
@@ -86,6 +70,31 @@ pub fn credential_env(db: &Database, engine: &EngineProfile, layout: Layout) -> 
             }
             env
         }
+    }
+}
+
+/// The variable `name`, read from `key` of the Secret `secret`, which must have it.
+fn secret_env(secret: &str, name: &str, key: &str) -> EnvVar {
+    EnvVar {
+        name: name.to_owned(),
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: secret.to_owned(),
+                key: key.to_owned(),
+                optional: Some(false),
+            }),
+            ..EnvVarSource::default()
+        }),
+        ..EnvVar::default()
+    }
+}
+
+/// A variable with its value written out.
+fn plain_env((name, value): (&str, &str)) -> EnvVar {
+    EnvVar {
+        name: name.to_owned(),
+        value: Some(value.to_owned()),
+        ..EnvVar::default()
     }
 }
 

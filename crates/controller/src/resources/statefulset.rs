@@ -25,7 +25,7 @@ use super::engine_config;
 use super::env::credential_env;
 use super::meta::{init_configmap_name, labels, object_meta, selector_labels};
 use super::replication_init;
-use crate::engine::{EngineProfile, INIT_SCRIPTS_DIR, data_layout, image, profile};
+use crate::engine::{DataLayout, EngineProfile, INIT_SCRIPTS_DIR, data_layout, image, profile};
 
 /// Name of the volumeClaimTemplate; claims are `data-<name>-<ordinal>`.
 pub const DATA_VOLUME: &str = "data";
@@ -116,6 +116,47 @@ fn pod_spec(
     credentials: Layout,
 ) -> PodSpec {
     let layout = data_layout(db.spec.engine, &db.spec.version);
+    let replicated = credentials.replicates(db.spec.engine);
+    let configured = engine_config::effective(db).is_some();
+    let (volumes, mounts) = pod_volumes(db, engine, credentials, &layout, configured);
+    let mut env = credential_env(db, engine, credentials);
+    env.extend(data_env(db, &layout));
+    let args = server_args(db, engine, &layout, configured, replicated);
+    let database = Container {
+        args: (!args.is_empty()).then_some(args),
+        ..container(db, engine, config, env, mounts)
+    };
+    PodSpec {
+        automount_service_account_token: Some(false),
+        enable_service_links: Some(false),
+        // Databases flush on SIGTERM; give them longer than the 30 s default.
+        termination_grace_period_seconds: Some(60),
+        security_context: Some(PodSecurityContext {
+            run_as_non_root: Some(true),
+            run_as_user: Some(engine.uid),
+            run_as_group: Some(engine.uid),
+            fs_group: Some(engine.uid),
+            fs_group_change_policy: Some("OnRootMismatch".to_owned()),
+            seccomp_profile: Some(runtime_default()),
+            ..PodSecurityContext::default()
+        }),
+        init_containers: replicated.then(|| vec![replication_init::container(db, &database)]),
+        containers: vec![database],
+        volumes: Some(volumes),
+        ..scheduling(db)
+    }
+}
+
+/// The Pod's volumes and the database container's mounts, in order: the data volume,
+/// the engine's scratch directories, the initialisation scripts, the replication init
+/// container's volumes and the configuration file.
+fn pod_volumes(
+    db: &Database,
+    engine: &EngineProfile,
+    credentials: Layout,
+    layout: &DataLayout,
+    configured: bool,
+) -> (Vec<Volume>, Vec<VolumeMount>) {
     let mut mounts = vec![VolumeMount {
         name: DATA_VOLUME.to_owned(),
         mount_path: layout.mount_path.to_owned(),
@@ -138,87 +179,82 @@ fn pod_spec(
     // Scripts run only on an empty data directory, which a Secret of an earlier layout
     // never meets.
     if let (true, Some((file, _))) = (credentials.has_admin(), engine.init_script) {
-        mounts.push(VolumeMount {
-            name: INIT_SCRIPTS_VOLUME.to_owned(),
-            mount_path: INIT_SCRIPTS_DIR.to_owned(),
-            read_only: Some(true),
-            ..VolumeMount::default()
-        });
-        volumes.push(Volume {
-            name: INIT_SCRIPTS_VOLUME.to_owned(),
-            config_map: Some(ConfigMapVolumeSource {
-                name: init_configmap_name(db),
-                items: Some(vec![KeyToPath {
-                    key: file.to_owned(),
-                    path: file.to_owned(),
-                    ..KeyToPath::default()
-                }]),
-                ..ConfigMapVolumeSource::default()
-            }),
-            ..Volume::default()
-        });
+        let (volume, mount) = init_scripts(db, file);
+        volumes.push(volume);
+        mounts.push(mount);
     }
-    let replicated = credentials.replicates(db.spec.engine);
-    if replicated {
+    if credentials.replicates(db.spec.engine) {
         volumes.extend(replication_init::volumes(db));
     }
-    let mut env = credential_env(db, engine, credentials);
-    // The configuration file's arguments go first: mysql reads its option only there.
-    let configured = engine_config::effective(db).is_some();
-    let mut args: Vec<String> = if configured {
-        engine_config::server_args(db.spec.engine)
-    } else {
-        Vec::new()
-    };
     if configured {
         let (volume, mount) = engine_config::volume(db);
         volumes.push(volume);
         mounts.push(mount);
     }
+    (volumes, mounts)
+}
+
+/// The volume of the initialisation script `file`, from the init ConfigMap, and its
+/// read-only mount where the image runs such scripts.
+fn init_scripts(db: &Database, file: &str) -> (Volume, VolumeMount) {
+    let volume = Volume {
+        name: INIT_SCRIPTS_VOLUME.to_owned(),
+        config_map: Some(ConfigMapVolumeSource {
+            name: init_configmap_name(db),
+            items: Some(vec![KeyToPath {
+                key: file.to_owned(),
+                path: file.to_owned(),
+                ..KeyToPath::default()
+            }]),
+            ..ConfigMapVolumeSource::default()
+        }),
+        ..Volume::default()
+    };
+    let mount = VolumeMount {
+        name: INIT_SCRIPTS_VOLUME.to_owned(),
+        mount_path: INIT_SCRIPTS_DIR.to_owned(),
+        read_only: Some(true),
+        ..VolumeMount::default()
+    };
+    (volume, mount)
+}
+
+/// The database server's arguments: the configuration file's, then the data layout's,
+/// then replication's.
+fn server_args(
+    db: &Database,
+    engine: &EngineProfile,
+    layout: &DataLayout,
+    configured: bool,
+    replicated: bool,
+) -> Vec<String> {
+    // The configuration file's arguments go first: mysql reads its option only there.
+    let mut args: Vec<String> = if configured {
+        engine_config::server_args(db.spec.engine)
+    } else {
+        Vec::new()
+    };
     if !keeps_mysql_data_at_volume_root(db) {
         args.extend(layout.args.iter().map(|a| (*a).to_owned()));
     }
     if replicated {
         args.extend(engine.replication_args.iter().map(|a| (*a).to_owned()));
     }
+    args
+}
+
+/// The variable naming the data directory, for engines whose layout sets one.
+fn data_env(db: &Database, layout: &DataLayout) -> Option<EnvVar> {
     // An upgraded postgres major keeps its data in a directory of its own.
-    let data_env = match (crate::upgrade::recorded_directory(db), layout.env) {
+    let (name, value) = match (crate::upgrade::recorded_directory(db), layout.env) {
         (Some(directory), _) => Some(("PGDATA", directory)),
         (None, env) => env,
-    };
-    if let Some((name, value)) = data_env {
-        env.push(EnvVar {
-            name: name.to_owned(),
-            value: Some(value.to_owned()),
-            ..EnvVar::default()
-        });
-    }
-    let database = Container {
-        args: (!args.is_empty()).then_some(args),
-        ..container(db, engine, config, env, mounts)
-    };
-    PodSpec {
-        automount_service_account_token: Some(false),
-        enable_service_links: Some(false),
-        // Databases flush on SIGTERM; give them longer than the 30 s default.
-        termination_grace_period_seconds: Some(60),
-        security_context: Some(PodSecurityContext {
-            run_as_non_root: Some(true),
-            run_as_user: Some(engine.uid),
-            run_as_group: Some(engine.uid),
-            fs_group: Some(engine.uid),
-            fs_group_change_policy: Some("OnRootMismatch".to_owned()),
-            seccomp_profile: Some(SeccompProfile {
-                type_: "RuntimeDefault".to_owned(),
-                ..SeccompProfile::default()
-            }),
-            ..PodSecurityContext::default()
-        }),
-        init_containers: replicated.then(|| vec![replication_init::container(db, &database)]),
-        containers: vec![database],
-        volumes: Some(volumes),
-        ..scheduling(db)
-    }
+    }?;
+    Some(EnvVar {
+        name: name.to_owned(),
+        value: Some(value.to_owned()),
+        ..EnvVar::default()
+    })
 }
 
 fn container(
@@ -245,44 +281,9 @@ fn container(
         }]),
         env: Some(env),
         volume_mounts: Some(mounts),
-        readiness_probe: Some(Probe {
-            exec: Some(ExecAction {
-                command: Some(
-                    engine
-                        .readiness_command
-                        .iter()
-                        .map(|s| (*s).to_owned())
-                        .collect(),
-                ),
-            }),
-            initial_delay_seconds: Some(5),
-            period_seconds: Some(10),
-            timeout_seconds: Some(5),
-            failure_threshold: Some(3),
-            ..Probe::default()
-        }),
-        // Liveness only asks whether the server accepts connections: a slow query
-        // must not get the database killed.
-        liveness_probe: Some(Probe {
-            tcp_socket: Some(TCPSocketAction {
-                port: port.clone(),
-                ..TCPSocketAction::default()
-            }),
-            initial_delay_seconds: Some(30),
-            period_seconds: Some(10),
-            timeout_seconds: Some(5),
-            failure_threshold: Some(6),
-            ..Probe::default()
-        }),
-        startup_probe: Some(Probe {
-            tcp_socket: Some(TCPSocketAction {
-                port,
-                ..TCPSocketAction::default()
-            }),
-            period_seconds: Some(5),
-            failure_threshold: Some(60),
-            ..Probe::default()
-        }),
+        readiness_probe: Some(readiness_probe(engine)),
+        liveness_probe: Some(liveness_probe(port.clone())),
+        startup_probe: Some(startup_probe(port)),
         resources: Some(db.spec.resources.clone().unwrap_or_else(default_resources)),
         security_context: Some(SecurityContext {
             allow_privilege_escalation: Some(false),
@@ -293,13 +294,67 @@ fn container(
                 drop: Some(vec!["ALL".to_owned()]),
                 ..Capabilities::default()
             }),
-            seccomp_profile: Some(SeccompProfile {
-                type_: "RuntimeDefault".to_owned(),
-                ..SeccompProfile::default()
-            }),
+            seccomp_profile: Some(runtime_default()),
             ..SecurityContext::default()
         }),
         ..Container::default()
+    }
+}
+
+/// Ready once the engine's own readiness command succeeds.
+fn readiness_probe(engine: &EngineProfile) -> Probe {
+    Probe {
+        exec: Some(ExecAction {
+            command: Some(
+                engine
+                    .readiness_command
+                    .iter()
+                    .map(|s| (*s).to_owned())
+                    .collect(),
+            ),
+        }),
+        initial_delay_seconds: Some(5),
+        period_seconds: Some(10),
+        timeout_seconds: Some(5),
+        failure_threshold: Some(3),
+        ..Probe::default()
+    }
+}
+
+/// Liveness only asks whether the server accepts connections on `port`: a slow query
+/// must not get the database killed.
+fn liveness_probe(port: IntOrString) -> Probe {
+    Probe {
+        tcp_socket: Some(TCPSocketAction {
+            port,
+            ..TCPSocketAction::default()
+        }),
+        initial_delay_seconds: Some(30),
+        period_seconds: Some(10),
+        timeout_seconds: Some(5),
+        failure_threshold: Some(6),
+        ..Probe::default()
+    }
+}
+
+/// Started once the server accepts connections on `port`, giving it five minutes.
+fn startup_probe(port: IntOrString) -> Probe {
+    Probe {
+        tcp_socket: Some(TCPSocketAction {
+            port,
+            ..TCPSocketAction::default()
+        }),
+        period_seconds: Some(5),
+        failure_threshold: Some(60),
+        ..Probe::default()
+    }
+}
+
+/// The container runtime's default seccomp profile.
+fn runtime_default() -> SeccompProfile {
+    SeccompProfile {
+        type_: "RuntimeDefault".to_owned(),
+        ..SeccompProfile::default()
     }
 }
 
@@ -716,8 +771,8 @@ mod tests {
             .expect("pod")
     }
 
-    #[test]
-    fn every_production_field_reaches_the_statefulset() {
+    /// A mysql Database of three instances that sets every production field.
+    fn production_database() -> Database {
         let mut db = database(Engine::Mysql, "8.4", 3);
         with(
             &mut db,
@@ -734,19 +789,11 @@ mod tests {
                 "parameters": {"max_connections": "300"},
             }),
         );
-        let set = build_statefulset(&db, &BuildConfig::default(), "10Gi", Layout::SeparateAdmin);
-        let spec = set.spec.as_ref().expect("spec");
-        let claim = &spec.volume_claim_templates.as_ref().expect("claims")[0];
-        assert_eq!(
-            claim
-                .spec
-                .as_ref()
-                .expect("claim")
-                .storage_class_name
-                .as_deref(),
-            Some("fast-ssd")
-        );
-        let pod = pod(&set);
+        db
+    }
+
+    /// Checks that the production Database's scheduling fields reach the Pod.
+    fn assert_production_scheduling(pod: &PodSpec) {
         assert_eq!(
             pod.node_selector.as_ref().expect("selector")["disktype"],
             "ssd"
@@ -768,6 +815,36 @@ mod tests {
             1
         );
         assert_eq!(pod.priority_class_name.as_deref(), Some("databases"));
+    }
+
+    /// Checks that the production Database's Pod metadata reaches the template beside
+    /// the operator's own labels and restart annotation.
+    fn assert_production_metadata(template: &PodTemplateSpec) {
+        let metadata = template.metadata.as_ref().expect("metadata");
+        let labels = metadata.labels.as_ref().expect("labels");
+        assert_eq!(labels["team"], "payments");
+        assert_eq!(labels["app.kubernetes.io/instance"], "orders");
+        let annotations = metadata.annotations.as_ref().expect("annotations");
+        assert_eq!(annotations["example.com/scrape"], "true");
+        assert!(annotations.contains_key(engine_config::RESTART_ANNOTATION));
+    }
+
+    #[test]
+    fn every_production_field_reaches_the_statefulset() {
+        let db = production_database();
+        let set = build_statefulset(&db, &BuildConfig::default(), "10Gi", Layout::SeparateAdmin);
+        let spec = set.spec.as_ref().expect("spec");
+        let claim = &spec.volume_claim_templates.as_ref().expect("claims")[0];
+        assert_eq!(
+            claim
+                .spec
+                .as_ref()
+                .expect("claim")
+                .storage_class_name
+                .as_deref(),
+            Some("fast-ssd")
+        );
+        assert_production_scheduling(pod(&set));
         let limits = container(&set)
             .resources
             .as_ref()
@@ -776,13 +853,7 @@ mod tests {
             .as_ref()
             .expect("limits");
         assert_eq!(limits["memory"].0, "2Gi");
-        let metadata = spec.template.metadata.as_ref().expect("metadata");
-        let labels = metadata.labels.as_ref().expect("labels");
-        assert_eq!(labels["team"], "payments");
-        assert_eq!(labels["app.kubernetes.io/instance"], "orders");
-        let annotations = metadata.annotations.as_ref().expect("annotations");
-        assert_eq!(annotations["example.com/scrape"], "true");
-        assert!(annotations.contains_key(engine_config::RESTART_ANNOTATION));
+        assert_production_metadata(&spec.template);
         let args = container(&set).args.clone().expect("args");
         assert_eq!(
             args[..2],

@@ -22,10 +22,10 @@ use crate::backup::outcome::{self, JobOutcome};
 use crate::backup::reconcile::job_pods;
 use crate::context::Context;
 use crate::error::Error;
-use crate::events::EventType;
 use crate::reconcile::apply::{create_if_absent, delete_if_present, get_opt};
 use crate::reconcile::layout::mark;
 use crate::resources::statefulset::CONTAINER;
+use operator_runtime::events::EventType;
 
 /// How soon to look again while an upgrade is under way.
 const WHILE_UPGRADING: Duration = Duration::from_secs(5);
@@ -129,24 +129,7 @@ async fn back_up(
     };
     let status = backup.status.unwrap_or_default();
     match status.phase {
-        BackupPhase::Succeeded => {
-            if let Some(directory) = upgrade.to_directory.clone() {
-                mark_directory(scope, Some(&directory)).await?;
-                upgrade.phase = UpgradePhase::Restoring;
-                // The new version starts on an empty directory, with nothing held.
-                upgrade.writes_held = false;
-                upgrade.message = Some(format!(
-                    "backup {} taken; starting {} in {directory}",
-                    upgrade.backup, upgrade.to_version
-                ));
-            } else {
-                upgrade.phase = UpgradePhase::Switching;
-                upgrade.message = Some(format!(
-                    "backup {} taken; starting {} on the same files",
-                    upgrade.backup, upgrade.to_version
-                ));
-            }
-        }
+        BackupPhase::Succeeded => backup_taken(scope, upgrade).await?,
         BackupPhase::Failed => {
             let why = status.error.unwrap_or_else(|| "no reason given".into());
             roll_back(
@@ -160,6 +143,28 @@ async fn back_up(
         BackupPhase::Pending | BackupPhase::Running => {
             upgrade.message = Some(format!("taking backup {}", upgrade.backup));
         }
+    }
+    Ok(())
+}
+
+/// Moves on once the backup is taken: to restoring it into the new version's own
+/// directory, or, for files converted in place, straight to switching.
+async fn backup_taken(scope: &Scope<'_>, upgrade: &mut UpgradeStatus) -> Result<(), Error> {
+    if let Some(directory) = upgrade.to_directory.clone() {
+        mark_directory(scope, Some(&directory)).await?;
+        upgrade.phase = UpgradePhase::Restoring;
+        // The new version starts on an empty directory, with nothing held.
+        upgrade.writes_held = false;
+        upgrade.message = Some(format!(
+            "backup {} taken; starting {} in {directory}",
+            upgrade.backup, upgrade.to_version
+        ));
+    } else {
+        upgrade.phase = UpgradePhase::Switching;
+        upgrade.message = Some(format!(
+            "backup {} taken; starting {} on the same files",
+            upgrade.backup, upgrade.to_version
+        ));
     }
     Ok(())
 }

@@ -226,7 +226,7 @@ async fn provision(
             .map_err(|e| DiskError::Api(kube::Error::SerdeError(e)))?;
     match volumes.create(&PostParams::default(), &volume).await {
         Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        Err(kube::Error::Api(status)) if status.is_already_exists() => Ok(()),
         Err(err) => Err(err.into()),
     }
 }
@@ -556,7 +556,7 @@ async fn release(client: &Client, dir: &Path, volume: &str) -> Result<(), DiskEr
     let volumes: Api<PersistentVolume> = Api::all(client.clone());
     match volumes.delete(volume, &DeleteParams::default()).await {
         Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(kube::Error::Api(status)) if status.is_not_found() => Ok(()),
         Err(err) => Err(err.into()),
     }
 }

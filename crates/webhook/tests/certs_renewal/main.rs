@@ -8,9 +8,12 @@
 //! validity periods of seconds, the serving certificate is renewed several times and
 //! the CA once: no request fails, and the certificate served changes.
 
-#[path = "../common/mod.rs"]
-mod common;
+// The renewal under load, install to last check, is one scenario, told in one function.
+#![allow(clippy::too_many_lines)]
+
+mod deploy;
 mod record;
+mod secret_volume;
 mod tasks;
 
 use std::collections::BTreeSet;
@@ -19,20 +22,21 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::cluster::wait_until_in_effect;
-use common::deploy::{create, object, render_default};
-use common::secret_volume::SecretVolume;
 use database_api::validation::Limits;
 use database_webhook::AppState;
 use database_webhook::server::{ServeOptions, Server};
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
-use kube::api::{Api, PostParams};
+use deploy::{object, render_default};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::Api;
 use record::{Shared, record_secret, summarize, with};
+use secret_volume::SecretVolume;
 use serde_json::{Value, json};
+use testenv::toolkit::cluster::{create_object, service_account_kubeconfig, wait_for_webhooks};
 use testenv::{ControlPlane, Options};
 
 const NAMESPACE: &str = "database-operator-system";
+/// Where the load's Databases are created.
+const LOAD_NAMESPACE: &str = "production";
 const SERVICE_ACCOUNT: &str = "database-operator-webhook";
 const SECRET: &str = "webhook-server-cert";
 const CRONJOB: &str = "database-operator-webhook-certs-renewal";
@@ -67,7 +71,7 @@ async fn serving_certificate_and_ca_are_renewed_under_load_without_a_failed_requ
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = listener.local_addr().expect("address").port();
     install(&admin, &objects, port).await;
-    let kubeconfig = service_account_kubeconfig(&plane, &admin).await;
+    let kubeconfig = service_account_kubeconfig(&plane, NAMESPACE, SERVICE_ACCOUNT).await;
     let args = cron_args(&objects);
 
     // The install Job's run, then the Pod starts with the Secret mounted.
@@ -80,7 +84,7 @@ async fn serving_certificate_and_ca_are_renewed_under_load_without_a_failed_requ
     let first = tasks::serving_files(&secrets.get(SECRET).await.expect("Secret"));
     volume.publish(&first);
     let (stop_webhook, webhook) = serve(listener, volume.path());
-    wait_until_in_effect(&admin).await;
+    wait_for_webhooks(&admin, LOAD_NAMESPACE).await;
 
     let record = Shared::default();
     record_secret(&record, &secrets.get(SECRET).await.expect("Secret"), start);
@@ -214,18 +218,18 @@ async fn wait_for_rotation(record: &Shared, start: Instant) -> bool {
 /// `port`, and that Service as an ExternalName for 127.0.0.1.
 async fn install(admin: &kube::Client, objects: &[Value], port: u16) {
     use kube::CustomResourceExt as _;
-    create(admin, object(objects, "Namespace", NAMESPACE)).await;
-    create(
+    create_object(admin, object(objects, "Namespace", NAMESPACE)).await;
+    create_object(
         admin,
-        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "production"}}),
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": LOAD_NAMESPACE}}),
     )
     .await;
     testenv::install_crd(admin, &database_api::Database::crd())
         .await
         .expect("CRD Established");
-    create(admin, object(objects, "ServiceAccount", SERVICE_ACCOUNT)).await;
+    create_object(admin, object(objects, "ServiceAccount", SERVICE_ACCOUNT)).await;
     for kind in ["Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"] {
-        create(admin, object(objects, kind, RBAC)).await;
+        create_object(admin, object(objects, kind, RBAC)).await;
     }
     let mut service = None;
     for (kind, name) in [
@@ -244,36 +248,16 @@ async fn install(admin: &kube::Client, objects: &[Value], port: u16) {
             reference["port"] = json!(port);
             service = Some((reference["name"].clone(), reference["namespace"].clone()));
         }
-        create(admin, &config).await;
+        create_object(admin, &config).await;
     }
     let (name, namespace) = service.expect("a service reference");
-    create(
+    create_object(
         admin,
         &json!({"apiVersion": "v1", "kind": "Service",
                 "metadata": {"name": name, "namespace": namespace},
                 "spec": {"type": "ExternalName", "externalName": "127.0.0.1"}}),
     )
     .await;
-}
-
-/// A kubeconfig with a token of the webhook's ServiceAccount, as the CronJob's Pod has.
-async fn service_account_kubeconfig(plane: &ControlPlane, admin: &kube::Client) -> PathBuf {
-    let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), NAMESPACE);
-    let request = TokenRequest {
-        spec: Some(TokenRequestSpec {
-            expiration_seconds: Some(3600),
-            ..TokenRequestSpec::default()
-        }),
-        ..TokenRequest::default()
-    };
-    let issued: TokenRequest = accounts
-        .create_subresource("token", SERVICE_ACCOUNT, &PostParams::default(), &request)
-        .await
-        .expect("token");
-    let token = issued.status.and_then(|s| s.token).expect("a token");
-    plane
-        .kubeconfig_for_token("webhook-certs", &token)
-        .expect("kubeconfig")
 }
 
 /// The CronJob container's arguments, `$(POD_NAMESPACE)` expanded as kubelet does, with

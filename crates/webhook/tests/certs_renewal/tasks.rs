@@ -8,17 +8,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use database_webhook::certs::ders;
-use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
-};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::json;
 
-use super::common::cluster::{database, databases};
-use super::common::secret_volume::SecretVolume;
+use testenv::toolkit::cluster::webhook_ca_bundles;
+use testenv::toolkit::fixtures::{database_object, database_objects};
+
 use super::record::{Shared, record_secret, with};
-use super::{CRON_PERIOD, KUBELET_DELAY, NAMESPACE, SECRET, SERVICE_ACCOUNT};
+use super::secret_volume::SecretVolume;
+use super::{CRON_PERIOD, KUBELET_DELAY, LOAD_NAMESPACE, NAMESPACE, SECRET, SERVICE_ACCOUNT};
 
 /// One run of the webhook binary with `args`, as the CronJob's Pod runs it.
 pub async fn bootstrap(args: &[String], kubeconfig: &PathBuf) -> Result<(), String> {
@@ -57,7 +56,7 @@ pub fn serving_files(secret: &Secret) -> BTreeMap<String, Vec<u8>> {
 /// Database must come back with the mutating webhook's label, and every fifth one is
 /// invalid and must be refused by the validating webhook.
 pub async fn load(client: kube::Client, record: Shared, done: Arc<AtomicBool>, start: Instant) {
-    let api = databases(&client);
+    let api = database_objects(&client, LOAD_NAMESPACE);
     let mut sent = 0_u64;
     while !done.load(Ordering::SeqCst) {
         sent += 1;
@@ -85,7 +84,7 @@ const DRY_RUN: PostParams = PostParams {
 /// A valid Database comes back with the mutating webhook's label.
 async fn defaulted(api: &Api<DynamicObject>) -> Result<(), String> {
     let valid = json!({"engine": "postgres", "version": "16", "storage": "1Gi"});
-    match api.create(&DRY_RUN, &database("load", &valid)).await {
+    match api.create(&DRY_RUN, &database_object("load", &valid)).await {
         Ok(created)
             if created
                 .metadata
@@ -102,7 +101,10 @@ async fn defaulted(api: &Api<DynamicObject>) -> Result<(), String> {
 /// An invalid Database is refused by the validating webhook.
 async fn refused(api: &Api<DynamicObject>) -> Result<(), String> {
     let invalid = json!({"engine": "postgres", "version": "12", "storage": "1Gi"});
-    match api.create(&DRY_RUN, &database("load", &invalid)).await {
+    match api
+        .create(&DRY_RUN, &database_object("load", &invalid))
+        .await
+    {
         Err(kube::Error::Api(status))
             if status.message.contains("postgres 12 is not supported") =>
         {
@@ -154,8 +156,6 @@ pub async fn kubelet(
     start: Instant,
 ) -> SecretVolume {
     let secrets: Api<Secret> = Api::namespaced(admin.clone(), NAMESPACE);
-    let validating: Api<ValidatingWebhookConfiguration> = Api::all(admin.clone());
-    let mutating: Api<MutatingWebhookConfiguration> = Api::all(admin.clone());
     let mut pending: VecDeque<(Instant, BTreeMap<String, Vec<u8>>)> = VecDeque::new();
     let mut last = Some(published);
     while !done.load(Ordering::SeqCst) {
@@ -168,26 +168,16 @@ pub async fn kubelet(
                 last = Some(files);
             }
         }
-        if let (Ok(v), Ok(m)) = (
-            validating.get("database-operator-validating-webhook").await,
-            mutating.get("database-operator-mutating-webhook").await,
-        ) {
-            let bundles: Vec<BTreeSet<Vec<u8>>> = v
-                .webhooks
-                .unwrap_or_default()
-                .into_iter()
-                .map(|w| w.client_config.ca_bundle)
-                .chain(
-                    m.webhooks
-                        .unwrap_or_default()
-                        .into_iter()
-                        .map(|w| w.client_config.ca_bundle),
-                )
-                .map(|b| {
-                    ders(&String::from_utf8_lossy(&b.unwrap_or_default().0))
-                        .into_iter()
-                        .collect()
-                })
+        if let Ok(pems) = webhook_ca_bundles(
+            &admin,
+            "database-operator-validating-webhook",
+            "database-operator-mutating-webhook",
+        )
+        .await
+        {
+            let bundles: Vec<BTreeSet<Vec<u8>>> = pems
+                .iter()
+                .map(|pem| ders(pem).into_iter().collect())
                 .collect();
             with(&record, |r| {
                 if r.bundles.last().map(|(_, b)| b) != Some(&bundles) {

@@ -1,14 +1,7 @@
-//! Shared by the acceptance tests: the webhook served over real TLS on loopback with a
-//! certificate from a test CA, testenv's TLS client that trusts that CA, and the webhook
-//! configurations of deploy/webhook pointed at the loopback server.
+//! The webhook served over real TLS on loopback with a certificate from a test CA, for
+//! the acceptance tests that call it (testenv's TLS client trusts that CA).
 
-// Each test binary uses a part of these helpers.
-#![allow(dead_code, unused_imports)]
-
-pub mod cluster;
-pub mod deploy;
-pub mod secret_volume;
-
+use std::future::Future;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -16,10 +9,7 @@ use std::time::Duration;
 use database_api::validation::Limits;
 use database_webhook::AppState;
 use database_webhook::server::{ServeOptions, Server};
-use rustls::pki_types::CertificateDer;
-use rustls::pki_types::pem::PemObject as _;
 use testenv::TestCa;
-pub use testenv::https::{Connection, TlsClient};
 use tokio::sync::oneshot;
 
 /// How often the test server checks its certificate files.
@@ -92,18 +82,24 @@ impl Webhook {
         self.dir.path().to_owned()
     }
 
-    pub fn url(&self, path: &str) -> String {
-        format!("https://{}{path}", self.addr)
-    }
-
-    /// Stops serving and waits until the port is closed.
-    pub async fn stop(&mut self) {
+    /// Stops serving; the future it returns ends once the port is closed.
+    pub fn stop(&mut self) -> impl Future<Output = ()> + use<> {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
-        if let Some(task) = self.task.take() {
-            let _ = task.await;
+        let task = self.task.take();
+        async move {
+            if let Some(task) = task {
+                let _ = task.await;
+            }
         }
+    }
+}
+
+impl Drop for Webhook {
+    /// Stops serving, without waiting for the port to close.
+    fn drop(&mut self) {
+        drop(self.stop());
     }
 }
 
@@ -112,14 +108,3 @@ fn write_atomically(path: &Path, contents: &str) {
     std::fs::write(&temporary, contents).expect("write");
     std::fs::rename(&temporary, path).expect("rename");
 }
-
-/// The DER of the first certificate in `pem`.
-pub fn der_of(pem: &str) -> Vec<u8> {
-    CertificateDer::pem_slice_iter(pem.as_bytes())
-        .next()
-        .expect("a certificate")
-        .expect("PEM")
-        .to_vec()
-}
-
-pub use testenv::https::admission_review as review;

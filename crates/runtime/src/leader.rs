@@ -4,6 +4,9 @@
 //! (measured on its own clock, so clock skew between nodes does not matter). A holder
 //! that cannot renew within the renew deadline stops leading at once (fail-stop), and a
 //! clean shutdown releases the Lease so a standby takes over on its next try.
+//!
+//! kube-runtime has no leader election; the crates that add one follow kube's releases
+//! behind it, and this is small enough to keep in step with the client it uses.
 
 use std::time::Duration;
 
@@ -12,6 +15,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::Api;
 use kube::api::PostParams;
 use tokio::time::Instant;
+
+use crate::errors::{is_already_exists, is_conflict};
 
 #[derive(Clone, Debug)]
 pub struct LeaseSettings {
@@ -25,9 +30,10 @@ pub struct LeaseSettings {
 }
 
 impl LeaseSettings {
-    pub fn new(namespace: &str, identity: &str) -> Self {
+    /// The Lease `namespace/name`, with client-go's default timings.
+    pub fn new(name: &str, namespace: &str, identity: &str) -> Self {
         Self {
-            name: "database-operator-leader".to_owned(),
+            name: name.to_owned(),
             namespace: namespace.to_owned(),
             identity: identity.to_owned(),
             lease_duration: Duration::from_secs(15),
@@ -59,10 +65,6 @@ impl LeaderElector {
         }
     }
 
-    pub fn settings(&self) -> &LeaseSettings {
-        &self.settings
-    }
-
     /// Waits until this replica holds the Lease.
     pub async fn acquire(&mut self) {
         loop {
@@ -70,7 +72,7 @@ impl LeaderElector {
                 Ok(true) => return,
                 Ok(false) => {}
                 Err(err) => {
-                    tracing::debug!(error = %crate::error::api_message(&err), "lease not acquired");
+                    tracing::debug!(error = %crate::errors::api_message(&err), "lease not acquired");
                 }
             }
             tokio::time::sleep(self.settings.retry_period).await;
@@ -93,7 +95,7 @@ impl LeaderElector {
                 Ok(Ok(true)) => last_renewal = Instant::now(),
                 Ok(Ok(false)) => return,
                 Ok(Err(err)) => {
-                    tracing::warn!(error = %crate::error::api_message(&err), "lease renewal failed");
+                    tracing::warn!(error = %crate::errors::api_message(&err), "lease renewal failed");
                 }
                 Err(_) => tracing::warn!("lease renewal got no answer by the renew deadline"),
             }
@@ -120,58 +122,20 @@ impl LeaderElector {
             .replace(&self.settings.name, &PostParams::default(), &lease)
             .await
         {
-            tracing::warn!(error = %crate::error::api_message(&err), "could not release the lease");
+            tracing::warn!(error = %crate::errors::api_message(&err), "could not release the lease");
         }
     }
 
     /// One round of the protocol: `Ok(true)` while this replica holds the Lease.
     async fn try_acquire_or_renew(&mut self) -> Result<bool, kube::Error> {
-        let identity = self.settings.identity.clone();
-        let duration_seconds = i32::try_from(self.settings.lease_duration.as_secs()).unwrap_or(15);
         let Some(mut lease) = self.api.get_opt(&self.settings.name).await? else {
-            let lease = Lease {
-                metadata: ObjectMeta {
-                    name: Some(self.settings.name.clone()),
-                    ..ObjectMeta::default()
-                },
-                spec: Some(LeaseSpec {
-                    holder_identity: Some(identity),
-                    lease_duration_seconds: Some(duration_seconds),
-                    acquire_time: Some(now()),
-                    renew_time: Some(now()),
-                    lease_transitions: Some(0),
-                    ..LeaseSpec::default()
-                }),
-            };
-            return match self.api.create(&PostParams::default(), &lease).await {
-                Ok(_) => Ok(true),
-                Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
-                Err(err) => Err(err),
-            };
+            return self.create().await;
         };
         let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
         let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
-        let changed = self
-            .observed
-            .as_ref()
-            .is_none_or(|o| o.holder != holder || o.renew_time != spec.renew_time);
-        if changed {
-            self.observed = Some(Observed {
-                holder: holder.clone(),
-                renew_time: spec.renew_time.clone(),
-                seen_at: Instant::now(),
-            });
-        }
-        let held_by_other = holder.as_ref().is_some_and(|h| *h != identity);
-        let record_duration = spec
-            .lease_duration_seconds
-            .and_then(|s| u64::try_from(s).ok())
-            .map_or(self.settings.lease_duration, Duration::from_secs);
-        let expired = self
-            .observed
-            .as_ref()
-            .is_none_or(|o| o.seen_at.elapsed() > record_duration);
-        if held_by_other && !expired {
+        let expired = self.observe(holder.clone(), spec);
+        let identity = self.settings.identity.clone();
+        if holder.as_ref().is_some_and(|h| *h != identity) && !expired {
             return Ok(false);
         }
         if holder.as_deref() != Some(identity.as_str()) {
@@ -179,7 +143,7 @@ impl LeaderElector {
             spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
         }
         spec.holder_identity = Some(identity);
-        spec.lease_duration_seconds = Some(duration_seconds);
+        spec.lease_duration_seconds = Some(self.duration_seconds());
         spec.renew_time = Some(now());
         // `replace` carries the resourceVersion read above: a concurrent writer wins and
         // this round reports not-leader instead of two holders.
@@ -189,9 +153,59 @@ impl LeaderElector {
             .await
         {
             Ok(_) => Ok(true),
-            Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
+            Err(err) if is_conflict(&err) => Ok(false),
             Err(err) => Err(err),
         }
+    }
+
+    /// Creates the Lease held by this replica; `Ok(false)` when another created it first.
+    async fn create(&self) -> Result<bool, kube::Error> {
+        let lease = Lease {
+            metadata: ObjectMeta {
+                name: Some(self.settings.name.clone()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(LeaseSpec {
+                holder_identity: Some(self.settings.identity.clone()),
+                lease_duration_seconds: Some(self.duration_seconds()),
+                acquire_time: Some(now()),
+                renew_time: Some(now()),
+                lease_transitions: Some(0),
+                ..LeaseSpec::default()
+            }),
+        };
+        match self.api.create(&PostParams::default(), &lease).await {
+            Ok(_) => Ok(true),
+            Err(err) if is_already_exists(&err) => Ok(false),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Notes the record if it changed since last seen; whether it has gone a whole
+    /// lease duration without a change, on this replica's clock.
+    fn observe(&mut self, holder: Option<String>, spec: &LeaseSpec) -> bool {
+        let changed = self
+            .observed
+            .as_ref()
+            .is_none_or(|o| o.holder != holder || o.renew_time != spec.renew_time);
+        if changed {
+            self.observed = Some(Observed {
+                holder,
+                renew_time: spec.renew_time.clone(),
+                seen_at: Instant::now(),
+            });
+        }
+        let record_duration = spec
+            .lease_duration_seconds
+            .and_then(|s| u64::try_from(s).ok())
+            .map_or(self.settings.lease_duration, Duration::from_secs);
+        self.observed
+            .as_ref()
+            .is_none_or(|o| o.seen_at.elapsed() > record_duration)
+    }
+
+    fn duration_seconds(&self) -> i32 {
+        i32::try_from(self.settings.lease_duration.as_secs()).unwrap_or(i32::MAX)
     }
 }
 
@@ -213,7 +227,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_renewal_that_never_answers_ends_leadership_at_the_renew_deadline() {
-        let settings = LeaseSettings::new("default", "me");
+        let settings = LeaseSettings::new("leader", "default", "me");
         let deadline = settings.renew_deadline;
         let mut elector = LeaderElector::new(silent_client(), settings);
         let started = Instant::now();

@@ -1,5 +1,7 @@
 //! Client-side rate limiting (QPS and burst, as client-go has): a token bucket in front
-//! of the API client, so a burst of reconciles cannot flood the API server.
+//! of the API client, so a burst of reconciles cannot flood the API server. No benchmark
+//! target needs it; it is here because kube has no client-side limit and a controller
+//! that runs beside other clients of the API server should have one.
 
 use std::future::Future;
 use std::pin::Pin;

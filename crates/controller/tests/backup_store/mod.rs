@@ -1,17 +1,16 @@
 //! An object store for backups: versitygw over TLS on the node's address, with the
-//! Secrets a destination names.
+//! Secrets a destination names. For the tests of backups (with `mod common`).
 
 use database_backup::s3::{Bucket, BucketConfig, Credentials};
 use database_controller::context::Settings;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::PostParams;
-use serde_json::Value;
 use testenv::Options;
 use testenv::images::OPERATOR_IMAGE;
 use testenv::object_store::{NODE_ADDRESS, ObjectStore};
+use testenv::toolkit::real_tier::enforce_restricted;
 
-use super::real::enforce_restricted;
-use super::{Env, NAMESPACE};
+use crate::common::{Env, NAMESPACE, Setup};
 
 /// The node with `images` (the operator's among them), the controller knowing its agent
 /// image, and an object store the Pods reach, with its keys and CA in the Secrets
@@ -21,7 +20,11 @@ pub async fn start_with_store(images: &[&str]) -> (Env, ObjectStore) {
         backup_agent_image: Some(OPERATOR_IMAGE.to_owned()),
         ..Settings::default()
     };
-    let env = Env::start_with(Options::real(images), settings).await;
+    let env = Env::start(Setup {
+        options: Options::real(images),
+        settings,
+    })
+    .await;
     enforce_restricted(&env).await;
     let store = ObjectStore::start(NODE_ADDRESS)
         .await
@@ -36,11 +39,7 @@ pub async fn start_with_store(images: &[&str]) -> (Env, ObjectStore) {
     (env, store)
 }
 
-/// A destination on `bucket`, under `dumps/`.
-pub fn destination(store: &ObjectStore, bucket: &str) -> Value {
-    store.destination(bucket, "dumps/")
-}
-
+/// Creates bucket `name` through the S3 API, as an administrator of the store would.
 pub async fn create_bucket(store: &ObjectStore, name: &str) {
     Bucket::new(BucketConfig {
         endpoint: store.endpoint.clone(),

@@ -1,12 +1,15 @@
 //! The event publisher against a real API server: a repeated notice becomes a series on
 //! one Event, a different note a new Event.
 
-use database_controller::events::{EventType, Notice, Publisher, Reporter};
-use k8s_openapi::api::core::v1::{Namespace, ObjectReference};
+// Publishing notices and reading the series back is one scenario, told in one function.
+#![allow(clippy::too_many_lines)]
+
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, ListParams, PostParams};
-use serde_json::json;
-use testenv::{ControlPlane, Options};
+use kube::api::ListParams;
+use operator_runtime::events::{EventType, Notice, Publisher, Reporter};
+use testenv::Options;
+use testenv::toolkit::Cluster;
 
 const NAMESPACE: &str = "shop";
 
@@ -20,19 +23,9 @@ fn notice(note: &str) -> Notice {
 
 #[tokio::test]
 async fn repeats_fold_into_a_series_and_new_notes_make_new_events() {
-    let plane = ControlPlane::start(Options::default())
-        .await
-        .expect("control plane starts");
-    let client = plane.client().await.expect("admin client");
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let namespace =
-        serde_json::from_value(json!({"metadata": {"name": NAMESPACE}})).expect("namespace");
-    namespaces
-        .create(&PostParams::default(), &namespace)
-        .await
-        .expect("namespace created");
+    let cluster = Cluster::start(Options::default(), &[], NAMESPACE).await;
     let publisher = Publisher::new(
-        client.clone(),
+        cluster.client.clone(),
         Reporter {
             controller: "database-controller".to_owned(),
             instance: "test".to_owned(),
@@ -57,8 +50,8 @@ async fn repeats_fold_into_a_series_and_new_notes_make_new_events() {
         .await
         .expect("published");
 
-    let events: Api<Event> = Api::namespaced(client, NAMESPACE);
-    let list = events
+    let list = cluster
+        .api::<Event>()
         .list(&ListParams::default())
         .await
         .expect("events listed");

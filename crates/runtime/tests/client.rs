@@ -1,14 +1,14 @@
-//! The controller's API client against a real API server: HTTP/2 is negotiated, and
+//! The API client against a real API server: HTTP/2 is negotiated, and
 //! the whole stack (auth, base URI, rate limit) serves concurrent requests on it.
 
-use database_controller::client;
-use database_controller::ratelimit::RateLimitLayer;
 use http::{Request, StatusCode, Version};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, PostParams};
 use kube::client::Body;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Config, ResourceExt};
+use operator_runtime::client;
+use operator_runtime::ratelimit::RateLimitLayer;
 use serde_json::json;
 use testenv::{ControlPlane, Options};
 

@@ -1,0 +1,227 @@
+//! The reconcile's decision paths against a scripted API server (see
+//! `testenv::scripted`): what one pass writes, and what it asks for next, for an invalid
+//! spec, a paused Database, a first pass, an object in the way and broken credentials.
+//! They run in milliseconds; what the API server itself decides is tested against a
+//! real one in `tests/`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use database_api::Database;
+use database_api::constants::{FINALIZER, PAUSED_ANNOTATION};
+use http::Method;
+use kube::ResourceExt as _;
+use operator_runtime::Action;
+use serde_json::{Value, json};
+use testenv::scripted::{Recorded, ScriptedApiServer};
+use testenv::toolkit::fixtures;
+
+use super::{MAX_BACKOFF, error_policy, reconcile};
+use crate::context::{Context, Settings};
+use crate::error::Error;
+use crate::metrics::Metrics;
+
+const DATABASES: &str = "/apis/mycompany.io/v1/namespaces/shop/databases/orders";
+const STATEFULSETS: &str = "/apis/apps/v1/namespaces/shop/statefulsets";
+const SECRETS: &str = "/api/v1/namespaces/shop/secrets";
+const SERVICES: &str = "/api/v1/namespaces/shop/services";
+
+/// The Database `shop/orders` with `spec`, already seen by the controller when `seen`
+/// (it carries the finalizer and a uid).
+fn orders(spec: &Value, seen: bool) -> Database {
+    let mut db = fixtures::database("orders", spec);
+    db.metadata.namespace = Some("shop".into());
+    db.metadata.uid = Some("a1b2c3".into());
+    if seen {
+        db.metadata.finalizers = Some(vec![FINALIZER.to_owned()]);
+    }
+    db
+}
+
+fn postgres() -> Value {
+    json!({"engine": "postgres", "version": "17", "storage": "1Gi"})
+}
+
+/// One reconcile of `db`, which the server holds as the API server would.
+async fn pass(server: &ScriptedApiServer, db: Database) -> (Result<Action, Error>, Arc<Context>) {
+    server.holds(
+        DATABASES,
+        serde_json::to_value(&db).expect("a Database as JSON"),
+    );
+    let ctx = Arc::new(Context::new(
+        server.client(),
+        Settings::default(),
+        Arc::new(Metrics::default()),
+        None,
+    ));
+    (reconcile(Arc::new(db), ctx.clone()).await, ctx)
+}
+
+/// The status a pass wrote: the body of its one patch of `/status`.
+fn written_status(server: &ScriptedApiServer) -> Value {
+    let patches: Vec<Recorded> = server.writes_to(&format!("{DATABASES}/status"));
+    assert_eq!(patches.len(), 1, "one status write: {patches:?}");
+    patches[0].body["status"].clone()
+}
+
+fn condition<'a>(status: &'a Value, type_: &str) -> &'a Value {
+    status["conditions"]
+        .as_array()
+        .and_then(|all| all.iter().find(|c| c["type"] == type_))
+        .unwrap_or_else(|| panic!("no {type_} condition in {status}"))
+}
+
+fn owned_writes(server: &ScriptedApiServer) -> Vec<Recorded> {
+    server
+        .writes()
+        .into_iter()
+        .filter(|w| !w.path.starts_with(DATABASES) && !w.path.contains("/events"))
+        .collect()
+}
+
+#[tokio::test]
+async fn an_invalid_spec_writes_only_its_status_and_waits_for_a_change() {
+    let server = ScriptedApiServer::new();
+    let spec = json!({"engine": "postgres", "version": "17", "storage": "1Gi", "replicas": 9});
+    let (result, _) = pass(&server, orders(&spec, true)).await;
+    assert_eq!(
+        result.expect("a user error is not a failure"),
+        Action::AwaitChange
+    );
+    assert!(owned_writes(&server).is_empty(), "{:?}", server.writes());
+    let status = written_status(&server);
+    assert_eq!(status["phase"], "Failed");
+    let ready = condition(&status, "Ready");
+    assert_eq!(ready["status"], "False");
+    assert!(
+        ready["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("spec.replicas")),
+        "{ready}"
+    );
+    assert_eq!(
+        server.writes_to("/events").len(),
+        1,
+        "one InvalidSpec event"
+    );
+}
+
+#[tokio::test]
+async fn a_paused_database_reads_its_statefulset_and_writes_nothing_it_owns() {
+    let server = ScriptedApiServer::new();
+    let mut db = orders(&postgres(), true);
+    db.annotations_mut()
+        .insert(PAUSED_ANNOTATION.to_owned(), "true".to_owned());
+    let (result, _) = pass(&server, db).await;
+    assert_eq!(result.expect("paused"), Action::AwaitChange);
+    assert!(owned_writes(&server).is_empty(), "{:?}", server.writes());
+    let reads: Vec<String> = server.requests().into_iter().map(|r| r.path).collect();
+    assert_eq!(
+        reads.first().map(String::as_str),
+        Some(format!("{STATEFULSETS}/orders").as_str())
+    );
+    let status = written_status(&server);
+    assert_eq!(condition(&status, "Paused")["status"], "True");
+}
+
+#[tokio::test]
+async fn a_first_pass_writes_the_statefulset_first_then_the_rest_and_the_finalizer() {
+    let server = ScriptedApiServer::new();
+    let (result, ctx) = pass(&server, orders(&postgres(), false)).await;
+    assert!(matches!(result, Ok(Action::RequeueAfter(_))), "{result:?}");
+    let writes = owned_writes(&server);
+    assert_eq!(writes[0].method, Method::POST);
+    assert_eq!(
+        writes[0].path, STATEFULSETS,
+        "the StatefulSet goes out first"
+    );
+    for expected in [SECRETS, SERVICES] {
+        assert!(
+            writes.iter().any(|w| w.path.starts_with(expected)),
+            "no write to {expected}"
+        );
+    }
+    let finalizer = server
+        .writes_to(DATABASES)
+        .into_iter()
+        .find(|w| !w.path.ends_with("/status"))
+        .expect("the finalizer is added in the same pass");
+    assert!(
+        finalizer.body.to_string().contains(FINALIZER),
+        "{:?}",
+        finalizer.body
+    );
+    let owner = &writes[0].body["metadata"]["ownerReferences"][0];
+    assert_eq!(owner["uid"], "a1b2c3");
+    assert_eq!(owner["controller"], true);
+    let metrics = ctx.metrics.encode();
+    assert!(
+        metrics.contains("database_controller_writes_total{action=\"apply\"}"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn an_object_in_the_way_stops_the_pass_before_any_write_and_looks_again_later() {
+    let server = ScriptedApiServer::new();
+    server.holds(
+        &format!("{SERVICES}/orders"),
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "orders", "namespace": "shop"}}),
+    );
+    let (result, _) = pass(&server, orders(&postgres(), false)).await;
+    let Ok(Action::RequeueAfter(after)) = result else {
+        panic!("a conflict looks again later: {result:?}");
+    };
+    assert!(after >= Duration::from_secs(30), "{after:?}");
+    assert!(owned_writes(&server).is_empty(), "{:?}", server.writes());
+    assert!(
+        !server
+            .writes_to(DATABASES)
+            .iter()
+            .any(|w| !w.path.ends_with("/status")),
+        "no finalizer while nothing is owned"
+    );
+    let status = written_status(&server);
+    let degraded = condition(&status, "Degraded");
+    assert_eq!(degraded["reason"], super::conflicts::REASON);
+    assert!(
+        degraded["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("Service orders")),
+        "{degraded}"
+    );
+}
+
+#[tokio::test]
+async fn broken_credentials_fail_the_pass_and_wait_the_longest_for_a_person() {
+    let server = ScriptedApiServer::new();
+    let db = orders(&postgres(), true);
+    server.holds(
+        &format!("{SECRETS}/orders-credentials"),
+        json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "orders-credentials", "namespace": "shop", "ownerReferences": [{
+                "apiVersion": "mycompany.io/v1", "kind": "Database", "name": "orders",
+                "uid": "a1b2c3", "controller": true,
+            }]},
+            "data": {},
+        }),
+    );
+    let (result, ctx) = pass(&server, db.clone()).await;
+    let error = result.expect_err("a Secret without its keys cannot be used");
+    assert!(matches!(error, Error::BrokenCredentials(_)), "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("restore the Secret or delete it"),
+        "{error}"
+    );
+    assert_eq!(
+        error_policy(Arc::new(db), &error, ctx),
+        Action::RequeueAfter(MAX_BACKOFF)
+    );
+    assert!(
+        server.writes_to(SECRETS).is_empty(),
+        "the user's Secret is never overwritten"
+    );
+}
