@@ -2,6 +2,8 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
+pub mod reason;
+
 /// Every desired instance is ready.
 pub const READY: &str = "Ready";
 /// The controller is moving the objects towards the spec.

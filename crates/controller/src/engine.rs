@@ -4,7 +4,7 @@
 
 use database_api::Engine;
 
-use crate::resources::credentials::{REPLICA_SET_KEY_KEY, REPLICATION_PASSWORD_KEY};
+use crate::keys::{REPLICA_SET_KEY_KEY, REPLICATION_PASSWORD_KEY};
 
 /// How one engine's official image is run.
 #[derive(Debug, PartialEq, Eq)]

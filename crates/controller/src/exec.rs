@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, AttachParams};
 use tokio::io::AsyncReadExt as _;
 
-use crate::resources::statefulset::CONTAINER;
+use crate::keys::CONTAINER;
 
 /// How long one command may take before it counts as failed, unless told otherwise.
 const TIMEOUT: Duration = Duration::from_secs(20);
@@ -60,7 +60,7 @@ async fn run_unbounded(pods: &Api<Pod>, pod: &str, command: &[&str]) -> Result<S
     let mut process = pods
         .exec(pod, command.iter().copied(), &params)
         .await
-        .map_err(|e| transport(&crate::error::api_message(&e)))?;
+        .map_err(|e| transport(&operator_runtime::errors::api_message(&e)))?;
     let status = process.take_status();
     let (mut stdout, mut stderr) = (String::new(), String::new());
     let out = process.stdout();

@@ -7,6 +7,7 @@ use std::time::Duration;
 use database_api::backup::{
     BackupDestination, BackupPhase, DATABASE_LABEL, DatabaseBackup, DatabaseBackupStatus,
 };
+use database_api::conditions::reason;
 use database_api::constants::FIELD_MANAGER;
 use database_api::validation::{Outcome, check_destination};
 use database_api::{Database, Phase};
@@ -22,7 +23,7 @@ use super::outcome::{self, JobOutcome};
 use super::{FINALIZER, job_name, key};
 use crate::context::Context;
 use crate::error::Error;
-use crate::reconcile::apply::{create_if_absent, delete_with};
+use crate::objects::{create_if_absent, delete_with};
 use operator_runtime::Action;
 use operator_runtime::events::{EventType, Notice};
 
@@ -245,7 +246,7 @@ async fn follow(
                 backup,
                 db.as_ref(),
                 EventType::Normal,
-                "BackupSucceeded",
+                reason::BACKUP_SUCCEEDED,
                 note,
             )
             .await;
@@ -290,7 +291,15 @@ async fn fail(
         &backup.spec.database,
     );
     let note = format!("backup {} failed: {why}", backup.name_any());
-    tell(ctx, backup, db, EventType::Warning, "BackupFailed", note).await;
+    tell(
+        ctx,
+        backup,
+        db,
+        EventType::Warning,
+        reason::BACKUP_FAILED,
+        note,
+    )
+    .await;
     Ok(Action::await_change())
 }
 
@@ -312,7 +321,7 @@ async fn finish_deletion(
         let name = job_name(&backup.name_any(), "-delete");
         let Some(job) = jobs.get_opt(&name).await.map_err(observe("Job", &name))? else {
             let Some(agent_image) = ctx.settings.backup_agent_image.as_deref() else {
-                tell(ctx, backup, None, EventType::Warning, "DumpNotDeleted", "the controller does not know the backup agent's image, so the dump stays; remove the finalizer to let the backup go without deleting it".to_owned()).await;
+                tell(ctx, backup, None, EventType::Warning, reason::DUMP_NOT_DELETED, "the controller does not know the backup agent's image, so the dump stays; remove the finalizer to let the backup go without deleting it".to_owned()).await;
                 return Ok(Action::requeue(DELETE_RETRY));
             };
             let job = job::delete(&JobInputs {
@@ -345,7 +354,7 @@ async fn finish_deletion(
                     backup,
                     None,
                     EventType::Warning,
-                    "DumpNotDeleted",
+                    reason::DUMP_NOT_DELETED,
                     note,
                 )
                 .await;

@@ -6,7 +6,7 @@
 
 use database_api::Database;
 use database_api::backup::{BackupDestination, BackupPhase, DatabaseBackup, RestoreSource};
-use database_api::conditions::{self, RESTORED};
+use database_api::conditions::{self, RESTORED, reason};
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::Api;
 use kube::{Resource, ResourceExt};
@@ -18,7 +18,7 @@ use super::reconcile::{delete_job, job_pods};
 use crate::context::Context;
 use crate::engine::major;
 use crate::error::Error;
-use crate::reconcile::apply::create_if_absent;
+use crate::objects::create_if_absent;
 
 /// Where a Database's restore is.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,10 +34,10 @@ impl Restore {
     /// The Restored condition: status, reason, message.
     pub fn condition(&self) -> (bool, &'static str, String) {
         match self {
-            Self::Waiting(m) => (false, "Waiting", m.clone()),
-            Self::Running(m) => (false, "Restoring", m.clone()),
-            Self::Done(m) => (true, "Restored", m.clone()),
-            Self::Failed(m) => (false, "RestoreFailed", m.clone()),
+            Self::Waiting(m) => (false, reason::WAITING, m.clone()),
+            Self::Running(m) => (false, reason::RESTORING, m.clone()),
+            Self::Done(m) => (true, reason::RESTORED, m.clone()),
+            Self::Failed(m) => (false, reason::RESTORE_FAILED, m.clone()),
         }
     }
 }
@@ -77,7 +77,8 @@ fn settled(db: &Database) -> Option<Restore> {
         .status
         .as_ref()
         .and_then(|s| conditions::find(&s.conditions, RESTORED));
-    let done = previous.filter(|c| c.status == conditions::TRUE || c.reason == "RestoreFailed")?;
+    let done =
+        previous.filter(|c| c.status == conditions::TRUE || c.reason == reason::RESTORE_FAILED)?;
     Some(if done.status == conditions::TRUE {
         Restore::Done(done.message.clone())
     } else {

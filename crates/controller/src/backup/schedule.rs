@@ -9,6 +9,7 @@ use database_api::backup::{
     BackupPhase, BackupsStatus, DATABASE_LABEL, DEFAULT_KEEP, DatabaseBackup, DatabaseBackupSpec,
     SCHEDULED_LABEL, Schedule, max_age_hours,
 };
+use database_api::conditions::reason;
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::ResourceExt;
@@ -17,7 +18,7 @@ use kube::api::{Api, ListParams};
 use super::reconcile::size_in_words;
 use crate::context::Context;
 use crate::error::Error;
-use crate::reconcile::apply::{create_if_absent, delete_if_present};
+use crate::objects::{create_if_absent, delete_if_present};
 
 /// What the Database's backups call for now.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -158,7 +159,7 @@ fn last_backup(backups: &[DatabaseBackup]) -> Option<(bool, &'static str, String
     Some(if status.phase == BackupPhase::Succeeded {
         (
             true,
-            "BackupSucceeded",
+            reason::BACKUP_SUCCEEDED,
             format!(
                 "backup {} holds {} at {}",
                 last.name_any(),
@@ -174,7 +175,7 @@ fn last_backup(backups: &[DatabaseBackup]) -> Option<(bool, &'static str, String
     } else {
         (
             false,
-            "BackupFailed",
+            reason::BACKUP_FAILED,
             format!(
                 "backup {} failed: {}",
                 last.name_any(),

@@ -10,9 +10,6 @@ use database_api::constants::{RETAINED_VERSION_ANNOTATION, labels};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{Resource, ResourceExt};
 
-/// The reason on the Degraded condition and the Warning event.
-pub const REASON: &str = "OwnershipConflict";
-
 /// An object in the way: its kind and name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Conflict {

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use database_api::Database;
+use database_api::conditions::reason;
 use database_api::constants::{FINALIZER, PAUSED_ANNOTATION};
 use http::Method;
 use kube::ResourceExt as _;
@@ -183,7 +184,7 @@ async fn an_object_in_the_way_stops_the_pass_before_any_write_and_looks_again_la
     );
     let status = written_status(&server);
     let degraded = condition(&status, "Degraded");
-    assert_eq!(degraded["reason"], super::conflicts::REASON);
+    assert_eq!(degraded["reason"], reason::OWNERSHIP_CONFLICT);
     assert!(
         degraded["message"]
             .as_str()
@@ -223,5 +224,48 @@ async fn broken_credentials_fail_the_pass_and_wait_the_longest_for_a_person() {
     assert!(
         server.writes_to(SECRETS).is_empty(),
         "the user's Secret is never overwritten"
+    );
+}
+
+/// An object `kind` named `name` that the Database `orders` controls, as JSON.
+fn controlled(api_version: &str, kind: &str, name: &str) -> Value {
+    json!({
+        "apiVersion": api_version, "kind": kind,
+        "metadata": {"name": name, "namespace": "shop", "ownerReferences": [{
+            "apiVersion": "mycompany.io/v1", "kind": "Database", "name": "orders",
+            "uid": "a1b2c3", "controller": true,
+        }]},
+    })
+}
+
+#[tokio::test]
+async fn a_budget_and_a_configuration_file_no_longer_wanted_are_deleted_after_the_writes() {
+    let server = ScriptedApiServer::new();
+    let budget = "/apis/policy/v1/namespaces/shop/poddisruptionbudgets/orders";
+    let config = "/api/v1/namespaces/shop/configmaps/orders-config";
+    server.holds(
+        budget,
+        controlled("policy/v1", "PodDisruptionBudget", "orders"),
+    );
+    server.holds(config, controlled("v1", "ConfigMap", "orders-config"));
+    // One instance and no settings: neither is wanted any more.
+    let (result, _) = pass(&server, orders(&postgres(), true)).await;
+    assert!(result.is_ok(), "{result:?}");
+    let writes = owned_writes(&server);
+    let deleted: Vec<&str> = writes
+        .iter()
+        .filter(|w| w.method == Method::DELETE)
+        .map(|w| w.path.as_str())
+        .collect();
+    assert_eq!(deleted.len(), 2, "{deleted:?}");
+    assert!(
+        deleted.contains(&budget) && deleted.contains(&config),
+        "{deleted:?}"
+    );
+    let first_delete = writes.iter().position(|w| w.method == Method::DELETE);
+    let set_write = writes.iter().position(|w| w.path.starts_with(STATEFULSETS));
+    assert!(
+        set_write < first_delete,
+        "the StatefulSet stops mounting the file first"
     );
 }

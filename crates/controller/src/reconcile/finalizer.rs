@@ -12,7 +12,7 @@ use serde_json::json;
 
 use super::conflicts::is_controlled_by;
 use crate::error::Error;
-use crate::reconcile::apply::delete_if_present;
+use crate::objects::delete_if_present;
 use crate::resources::meta::{credentials_secret_name, selector_string};
 use crate::resources::statefulset::DATA_VOLUME;
 

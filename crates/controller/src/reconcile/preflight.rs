@@ -13,11 +13,12 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
+use super::Observed;
 use super::conflicts::{self, Conflict};
-use super::{Observed, layout, version};
 use crate::error::Error;
 use crate::resources::credentials::Layout;
 use crate::resources::meta::owner_reference;
+use crate::{layout, version};
 
 /// Why this pass stops before writing anything.
 #[derive(Debug, PartialEq, Eq)]

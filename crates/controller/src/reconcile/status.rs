@@ -2,7 +2,7 @@
 //! written through the status subresource only when it changed.
 
 use database_api::conditions::{
-    self, DEGRADED, LAST_BACKUP_SUCCEEDED, PAUSED, PROGRESSING, READY, REPLICATED, RESTORED,
+    self, DEGRADED, LAST_BACKUP_SUCCEEDED, PAUSED, PROGRESSING, READY, REPLICATED, RESTORED, reason,
 };
 use database_api::constants::FIELD_MANAGER;
 use database_api::upgrade::UpgradePhase;
@@ -154,22 +154,26 @@ fn condition_list(
 
 /// The Ready condition: true once the Database is Running, otherwise why not.
 fn ready_condition(phase: Phase, facts: &Facts, message: &str) -> Verdict {
-    let reason = match phase {
-        Phase::Running => "AllReplicasReady",
-        Phase::Failed if facts.invalid.is_some() => "InvalidSpec",
-        Phase::Failed => "Degraded",
-        Phase::Terminating => "Terminating",
-        Phase::Pending | Phase::Creating => "ReplicasNotReady",
-        Phase::Upgrading => "Upgrading",
+    let why = match phase {
+        Phase::Running => reason::ALL_REPLICAS_READY,
+        Phase::Failed if facts.invalid.is_some() => reason::INVALID_SPEC,
+        Phase::Failed => reason::DEGRADED,
+        Phase::Terminating => reason::TERMINATING,
+        Phase::Pending | Phase::Creating => reason::REPLICAS_NOT_READY,
+        Phase::Upgrading => reason::UPGRADING,
     };
-    (phase == Phase::Running, reason, message.to_owned())
+    (phase == Phase::Running, why, message.to_owned())
 }
 
 /// The Progressing condition: true while the Database is pending, creating or upgrading.
 fn progressing_condition(phase: Phase, message: &str) -> Verdict {
     let progressing = matches!(phase, Phase::Pending | Phase::Creating | Phase::Upgrading);
-    let reason = if progressing { "RollingOut" } else { "Idle" };
-    (progressing, reason, message.to_owned())
+    let why = if progressing {
+        reason::ROLLING_OUT
+    } else {
+        reason::IDLE
+    };
+    (progressing, why, message.to_owned())
 }
 
 /// The Degraded condition: an invalid spec first, then a failed write or refused change.
@@ -177,11 +181,12 @@ fn degraded_condition(facts: &Facts) -> Verdict {
     facts
         .invalid
         .as_ref()
-        .map(|m| ("InvalidSpec", m.clone()))
+        .map(|m| (reason::INVALID_SPEC, m.clone()))
         .or_else(|| facts.degraded.clone())
-        .map_or((false, "AsExpected", String::new()), |(reason, message)| {
-            (true, reason, message)
-        })
+        .map_or(
+            (false, reason::AS_EXPECTED, String::new()),
+            |(why, message)| (true, why, message),
+        )
 }
 
 /// The Restored condition, for a Database created from a dump.
@@ -199,11 +204,11 @@ fn paused_condition(facts: &Facts) -> Verdict {
     if facts.paused {
         (
             true,
-            "Paused",
+            reason::PAUSED,
             "reconciliation paused by the mycompany.io/paused annotation".to_owned(),
         )
     } else {
-        (false, "Reconciling", String::new())
+        (false, reason::RECONCILING, String::new())
     }
 }
 

@@ -4,6 +4,7 @@
 //! claims stay, and let the next apply create it again with the larger template.
 
 use database_api::Database;
+use database_api::conditions::reason;
 use database_api::storage::parse_gi;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
@@ -74,7 +75,7 @@ pub async fn plan(
     if let Some(message) = expansion_refused(client, &owned).await? {
         return Ok(StoragePlan::Blocked {
             template,
-            reason: "ExpansionNotSupported",
+            reason: reason::EXPANSION_NOT_SUPPORTED,
             message,
         });
     }
@@ -91,7 +92,7 @@ fn shrink_refused(db: &Database, template: String) -> StoragePlan {
     );
     StoragePlan::Blocked {
         template,
-        reason: "StorageShrinkRefused",
+        reason: reason::STORAGE_SHRINK_REFUSED,
         message,
     }
 }

@@ -20,6 +20,7 @@ mod steps;
 
 use std::time::Duration;
 
+use database_api::conditions::reason;
 use database_api::replication::{InstanceStatus, ReplicationMode, SWITCHOVER_ANNOTATION};
 use database_api::{Database, Engine};
 use jiff::Timestamp;
@@ -190,7 +191,7 @@ fn switchover_refusal(
     (!instances.iter().any(|i| i.name == *target)).then(|| {
         (
             EventType::Warning,
-            "SwitchoverRefused",
+            reason::SWITCHOVER_REFUSED,
             format!(
                 "{target} is not an instance of this Database; the switchover waits for one that is"
             ),
@@ -294,13 +295,13 @@ pub fn not_replicated(db: &Database) -> (bool, &'static str, String) {
     if db.spec.replicas <= 1 {
         (
             false,
-            "SingleInstance",
+            reason::SINGLE_INSTANCE,
             "one instance: nothing to replicate".to_owned(),
         )
     } else {
         (
             false,
-            "NotConfigured",
+            reason::NOT_CONFIGURED,
             "instances beyond the first are independent: this Database's credentials were made before the operator ran its engine's replication".to_owned(),
         )
     }

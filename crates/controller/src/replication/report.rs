@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use database_api::conditions::reason;
 use database_api::replication::{
     InstanceStatus, LAG_BOUND_BYTES, LAG_BOUND_SECONDS, LAG_BOUND_TRANSACTIONS, Role,
 };
@@ -117,13 +118,13 @@ fn replicated(
     if wanted.replicas <= 1 {
         (
             false,
-            "SingleInstance",
+            reason::SINGLE_INSTANCE,
             "one instance: nothing to replicate".to_owned(),
         )
     } else if !primary_writes {
         (
             false,
-            "NoPrimary",
+            reason::NO_PRIMARY,
             format!("{named} is named primary but does not take writes yet"),
         )
     } else if replicas < expected || !behind.is_empty() {
@@ -138,7 +139,7 @@ fn replicated(
         if missing > 0 {
             let _ = write!(message, "; {missing} not created yet");
         }
-        (false, "ReplicasBehind", message)
+        (false, reason::REPLICAS_BEHIND, message)
     } else {
         let mode = if wanted.synchronous {
             "synchronously"
@@ -147,7 +148,7 @@ fn replicated(
         };
         (
             true,
-            "Streaming",
+            reason::STREAMING,
             format!("{replicas} replica(s) stream {mode} from {named}"),
         )
     }

@@ -1,5 +1,6 @@
 //! Carrying out a pass's steps against the API server and the instances.
 
+use database_api::conditions::reason;
 use database_api::{Database, Engine};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::ResourceExt;
@@ -10,7 +11,7 @@ use super::plan::{ReplicaSetStep, Step, Why};
 use super::{Report, mongodb, mysql, postgres};
 use crate::context::Context;
 use crate::error::Error;
-use crate::reconcile::apply::delete_if_present;
+use crate::objects::delete_if_present;
 use crate::resources::meta::{ROLE_LABEL, topology_configmap_name};
 use crate::resources::replication_init::{MEMBERS_SPAN_KEY, PRIMARY_KEY};
 use operator_runtime::events::EventType;
@@ -34,7 +35,7 @@ pub async fn execute(
             Step::Fence { pod } => {
                 fence(ctx, pods, pod).await?;
                 Some((
-                    "Fenced",
+                    reason::FENCED,
                     format!("{pod} no longer takes writes; it starts again as a replica"),
                 ))
             }
@@ -43,7 +44,7 @@ pub async fn execute(
                     Engine::Mysql => mysql::promote(exec_pods, pod).await?,
                     _ => postgres::promote(exec_pods, pod).await?,
                 }
-                Some(("Promoted", format!("{pod} is the primary")))
+                Some((reason::PROMOTED, format!("{pod} is the primary")))
             }
             Step::Repoint { pod, primary } => {
                 let service = db.name_any();
@@ -79,14 +80,14 @@ async fn reseed(
                 if let Some(error) = last_failure {
                     report.events.push((
                         EventType::Warning,
-                        "ReseedFailed",
+                        reason::RESEED_FAILED,
                         format!(
                             "the last copy of {primary} into {pod} failed ({error}); copying again"
                         ),
                     ));
                 }
                 Some((
-                    "Reseeding",
+                    reason::RESEEDING,
                     format!(
                         "{pod} holds transactions {primary} does not have, or lacks ones {primary} no longer keeps; it is being copied from {primary} and restarts on the copy as its replica"
                     ),
@@ -114,7 +115,7 @@ async fn set_synchronous(
     } else {
         "writes no longer wait for a replica"
     };
-    Ok(Some(("ReplicationModeChanged", note.to_owned())))
+    Ok(Some((reason::REPLICATION_MODE_CHANGED, note.to_owned())))
 }
 
 /// Carries out a step only a mongodb replica set takes; returns its event.
@@ -132,28 +133,28 @@ async fn replica_set_step(
         ReplicaSetStep::Initiate { pod } => {
             mongodb::initiate(exec_pods, pod, &host(ctx, db, pod)).await?;
             Some((
-                "ReplicaSetInitiated",
+                reason::REPLICA_SET_INITIATED,
                 format!("the replica set started on {pod}"),
             ))
         }
         ReplicaSetStep::AddMember { primary, pod } => {
             mongodb::add(exec_pods, primary, &host(ctx, db, pod)).await?;
             Some((
-                "MemberAdded",
+                reason::MEMBER_ADDED,
                 format!("{pod} joined the replica set; it copies the data, then votes"),
             ))
         }
         ReplicaSetStep::RemoveMember { primary, pod } => {
             mongodb::remove(exec_pods, primary, &host(ctx, db, pod)).await?;
             Some((
-                "MemberRemoved",
+                reason::MEMBER_REMOVED,
                 format!("{pod} left the replica set before its instance is scaled away"),
             ))
         }
         ReplicaSetStep::RaiseCompatibility { primary, from, to } => {
             mongodb::raise_compatibility(exec_pods, primary, to).await?;
             Some((
-                "CompatibilityRaised",
+                reason::COMPATIBILITY_RAISED,
                 format!(
                     "every member runs {to}, so the feature compatibility version moved from {from} to {to}: the data now uses {to}'s formats"
                 ),
@@ -175,7 +176,7 @@ async fn replica_set_step(
                 ),
                 _ => format!("switching over to {to}, as asked: {primary} stepped down"),
             };
-            Some(("SwitchingOver", note))
+            Some((reason::SWITCHING_OVER, note))
         }
     })
 }
@@ -190,19 +191,22 @@ async fn name_primary(
     record_in_topology(ctx, db, PRIMARY_KEY, to).await?;
     Ok(match why {
         Why::Failover => (
-            "FailingOver",
+            reason::FAILING_OVER,
             format!(
                 "the primary was not ready for {}s; {to} becomes the primary",
                 db.spec.replication.failover_after_seconds
             ),
         ),
-        Why::Switchover => ("SwitchingOver", format!("switching over to {to}, as asked")),
+        Why::Switchover => (
+            reason::SWITCHING_OVER,
+            format!("switching over to {to}, as asked"),
+        ),
         Why::ScaleDown => (
-            "SwitchingOver",
+            reason::SWITCHING_OVER,
             format!("the primary's instance is scaled away; {to} becomes the primary"),
         ),
         Why::Elected => (
-            "PrimaryElected",
+            reason::PRIMARY_ELECTED,
             format!("the replica set elected {to} its primary"),
         ),
     })

@@ -17,18 +17,10 @@ use k8s_openapi::ByteString;
 
 use crate::engine::profile;
 
-/// Keys of the credentials Secret.
-pub const USERNAME_KEY: &str = "username";
-pub const PASSWORD_KEY: &str = "password";
-pub const DATABASE_KEY: &str = "database";
-pub const ADMIN_USERNAME_KEY: &str = "admin-username";
-pub const ADMIN_PASSWORD_KEY: &str = "admin-password";
-pub const REPLICATION_PASSWORD_KEY: &str = "replication-password";
-/// The key mongodb replica-set members authenticate each other with (a keyfile's
-/// contents).
-pub const REPLICA_SET_KEY_KEY: &str = "replica-set-key";
-/// mysql's root password in Secrets made before the administrator keys existed.
-pub const ROOT_PASSWORD_KEY: &str = "root-password";
+pub use crate::keys::{
+    ADMIN_PASSWORD_KEY, ADMIN_USERNAME_KEY, DATABASE_KEY, PASSWORD_KEY, REPLICA_SET_KEY_KEY,
+    REPLICATION_PASSWORD_KEY, ROOT_PASSWORD_KEY, USERNAME_KEY,
+};
 
 /// The user and database every engine is initialised with.
 const DEFAULT_USER: &str = "app";

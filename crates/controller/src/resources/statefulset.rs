@@ -31,8 +31,7 @@ use crate::engine::{DataLayout, EngineProfile, INIT_SCRIPTS_DIR, data_layout, im
 pub const DATA_VOLUME: &str = "data";
 /// Name of the volume of initialisation scripts.
 const INIT_SCRIPTS_VOLUME: &str = "init-scripts";
-/// Name of the database container.
-pub const CONTAINER: &str = "database";
+pub use crate::keys::CONTAINER;
 
 /// The StatefulSet for `db`. `template_storage` is the size written into the
 /// volumeClaimTemplate: the spec's size, except while a volume expansion is pending,

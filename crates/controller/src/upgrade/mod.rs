@@ -21,7 +21,7 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use kube::ResourceExt;
 
 use crate::engine::major;
-use crate::reconcile::version::{engine_container, running_version};
+use crate::version::{engine_container, running_version};
 
 /// Where `db` stands with major upgrades.
 #[derive(Clone, Debug, PartialEq)]

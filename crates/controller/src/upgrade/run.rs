@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use database_api::Database;
 use database_api::backup::{BackupPhase, DATABASE_LABEL, DatabaseBackup, DatabaseBackupSpec};
+use database_api::conditions::reason;
 use database_api::upgrade::{
     DATA_DIRECTORY_ANNOTATION, UPGRADE_LABEL, UpgradePhase, UpgradeStatus,
 };
@@ -22,9 +23,9 @@ use crate::backup::outcome::{self, JobOutcome};
 use crate::backup::reconcile::job_pods;
 use crate::context::Context;
 use crate::error::Error;
-use crate::reconcile::apply::{create_if_absent, delete_if_present, get_opt};
-use crate::reconcile::layout::mark;
-use crate::resources::statefulset::CONTAINER;
+use crate::keys::CONTAINER;
+use crate::layout::mark;
+use crate::objects::{create_if_absent, delete_if_present, get_opt};
 use operator_runtime::events::EventType;
 
 /// How soon to look again while an upgrade is under way.
@@ -110,7 +111,7 @@ async fn back_up(
         upgrade.writes_held = true;
         events.push((
             EventType::Normal,
-            "UpgradeStarted",
+            reason::UPGRADE_STARTED,
             format!(
                 "upgrading from {} to {}: writes are held while backup {} is taken",
                 upgrade.from_version, upgrade.to_version, upgrade.backup
@@ -205,7 +206,7 @@ async fn restore(
                 upgrade.from_version, upgrade.to_version, upgrade.from_version
             );
             upgrade.message = Some(note.clone());
-            events.push((EventType::Normal, "Upgraded", note));
+            events.push((EventType::Normal, reason::UPGRADED, note));
         }
         JobOutcome::Failed(why) | JobOutcome::Stuck(why) => {
             let why = format!("restoring backup {} failed: {why}", upgrade.backup);
@@ -234,7 +235,7 @@ async fn switch(
         upgrade.from_version, upgrade.to_version, upgrade.backup
     );
     upgrade.message = Some(note.clone());
-    events.push((EventType::Normal, "Upgraded", note));
+    events.push((EventType::Normal, reason::UPGRADED, note));
     Ok(())
 }
 
@@ -314,7 +315,7 @@ async fn roll_back(
         upgrade.from_version, upgrade.to_version, upgrade.from_version, upgrade.from_version
     );
     upgrade.message = Some(note.clone());
-    events.push((EventType::Warning, "UpgradeFailed", note));
+    events.push((EventType::Warning, reason::UPGRADE_FAILED, note));
     Ok(())
 }
 

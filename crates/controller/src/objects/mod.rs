@@ -1,5 +1,9 @@
-//! The thin layer that writes owned objects: created when missing, then server-side
-//! apply under one field manager, skipped when it would change nothing.
+//! The thin layer that reads and writes objects for the domain: an owned object is
+//! created when missing, then server-side applied under one field manager, and skipped
+//! when it would change nothing; reads and deletes that treat "not found" as an answer.
+
+pub mod drift;
+pub mod ownership;
 
 use std::fmt::Debug;
 
@@ -11,8 +15,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::drift::{HASH_ANNOTATION, desired_hash, needs_apply};
-use super::ownership::adoption_patch;
+use self::drift::{HASH_ANNOTATION, desired_hash, needs_apply};
+use self::ownership::adoption_patch;
 use crate::error::Error;
 
 /// What an apply did.
@@ -24,7 +28,7 @@ pub enum Applied {
 }
 
 /// Applies `desired` unless `observed` already matches it; returns the object as the API
-/// server now has it and what happened. A missing object is created (see [`super::ownership`]
+/// server now has it and what happened. A missing object is created (see [`ownership`]
 /// for why, and how later applies take over its fields).
 pub async fn apply<K>(
     api: &Api<K>,
@@ -102,7 +106,7 @@ where
 }
 
 /// Hands the fields a plain create recorded under its own operation over to the apply
-/// manager (see [`super::ownership`]), when there are any.
+/// manager (see [`ownership`]), when there are any.
 async fn adopt_fields<K>(api: &Api<K>, current: &K) -> Result<(), kube::Error>
 where
     K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + Debug,

@@ -11,7 +11,7 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
 use crate::error::Error;
-use crate::resources::statefulset::CONTAINER;
+use crate::keys::CONTAINER;
 
 /// Whether `db` runs mysql with its data at the volume's root and is not marked yet.
 pub fn needs_volume_root_mark(db: &Database, observed: Option<&StatefulSet>) -> bool {

@@ -8,7 +8,7 @@ use database_api::versions::{Change, Version, change};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Container;
 
-use crate::resources::statefulset::CONTAINER;
+use crate::keys::CONTAINER;
 
 /// The version in the running StatefulSet's image tag, if it parses.
 pub fn running_version(set: &StatefulSet) -> Option<Version> {

@@ -1,0 +1,435 @@
+//! The objects a Database owns: reading them, what this pass runs the Database as,
+//! and writing them through the [`Applier`](super::applier::Applier).
+
+use std::time::Duration;
+
+use database_api::Database;
+use database_api::replication::ReplicationMode;
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
+use kube::api::{Api, PostParams};
+
+use super::applier::Applier;
+use super::notify::announce;
+use super::passes::{
+    backups_and_restore, replication_pass, rolled_back, settings_pass, soonest, stamp, upgrade_step,
+};
+use super::status::Facts;
+use super::{add_finalizer, conflicts};
+use crate::context::Context;
+use crate::error::Error;
+use crate::objects::get_opt;
+use crate::replication;
+use crate::resources::configmap::{build_init_configmap, build_topology_configmap};
+use crate::resources::credentials::{Credentials, Layout};
+use crate::resources::engine_config::build_config_configmap;
+use crate::resources::meta::{
+    PRIMARY, REPLICA, config_configmap_name, connection_secret_name, credentials_secret_name,
+    init_configmap_name, ro_service_name, rw_service_name, topology_configmap_name,
+};
+use crate::resources::pdb::build_pdb;
+use crate::resources::secret::{build_connection_secret, build_credentials_secret};
+use crate::resources::service::{build_role_service, build_service};
+use crate::resources::statefulset::build_statefulset;
+use crate::resources::statefulset::data_directory;
+use crate::upgrade;
+
+/// The owned objects as the API server has them.
+#[derive(Default)]
+pub(crate) struct Observed {
+    pub(crate) statefulset: Option<StatefulSet>,
+    pub(crate) service: Option<Service>,
+    pub(crate) credentials: Option<Secret>,
+    pub(crate) connection: Option<Secret>,
+    pub(crate) budget: Option<PodDisruptionBudget>,
+    pub(crate) init: Option<ConfigMap>,
+    pub(crate) topology: Option<ConfigMap>,
+    pub(crate) config: Option<ConfigMap>,
+    pub(crate) rw: Option<Service>,
+    pub(crate) ro: Option<Service>,
+}
+
+pub(super) struct OwnedApis {
+    pub(super) sets: Api<StatefulSet>,
+    pub(super) services: Api<Service>,
+    pub(super) secrets: Api<Secret>,
+    pub(super) budgets: Api<PodDisruptionBudget>,
+    pub(super) configmaps: Api<ConfigMap>,
+}
+
+impl OwnedApis {
+    pub(super) fn new(client: &kube::Client, namespace: &str) -> Self {
+        Self {
+            sets: Api::namespaced(client.clone(), namespace),
+            services: Api::namespaced(client.clone(), namespace),
+            secrets: Api::namespaced(client.clone(), namespace),
+            budgets: Api::namespaced(client.clone(), namespace),
+            configmaps: Api::namespaced(client.clone(), namespace),
+        }
+    }
+
+    /// Reads every owned object at once.
+    pub(super) async fn observe(&self, db: &Database) -> Result<Observed, Error> {
+        let name = db.name_any();
+        let (credentials_name, connection_name) =
+            (credentials_secret_name(db), connection_secret_name(db));
+        let (init_name, topology_name) = (init_configmap_name(db), topology_configmap_name(db));
+        let (primary_service, replica_service) = (rw_service_name(db), ro_service_name(db));
+        let config_name = config_configmap_name(db);
+        let (statefulset, service, credentials, connection, budget, init, topology, config, rw, ro) =
+            tokio::try_join!(
+                get_opt(&self.sets, &name),
+                get_opt(&self.services, &name),
+                get_opt(&self.secrets, &credentials_name),
+                get_opt(&self.secrets, &connection_name),
+                get_opt(&self.budgets, &name),
+                get_opt(&self.configmaps, &init_name),
+                get_opt(&self.configmaps, &topology_name),
+                get_opt(&self.configmaps, &config_name),
+                get_opt(&self.services, &primary_service),
+                get_opt(&self.services, &replica_service),
+            )?;
+        Ok(Observed {
+            statefulset,
+            service,
+            credentials,
+            connection,
+            budget,
+            init,
+            topology,
+            config,
+            rw,
+            ro,
+        })
+    }
+}
+
+/// What this pass runs the Database as, decided once from its spec and what exists.
+pub(super) struct Shape<'a> {
+    pub(super) layout: Layout,
+    pub(super) replicated: bool,
+    /// The instance named primary.
+    pub(super) named: String,
+    /// How many ordinals a mongodb replica set's members span.
+    pub(super) span: Option<i32>,
+    pub(super) upgrade: upgrade::Plan,
+    /// The Database as this pass runs it (an upgrade under way pins its version).
+    pub(super) as_run: std::borrow::Cow<'a, Database>,
+}
+
+impl<'a> Shape<'a> {
+    pub(super) fn of(db: &'a Database, observed: &Observed, now: &Time) -> Self {
+        // The StatefulSet's Pods read the credentials Secret by name, so the StatefulSet
+        // does not wait for it: kubelet retries until the Secret exists.
+        let layout = Layout::of(
+            db.spec.engine,
+            observed.credentials.as_ref().and_then(|s| s.data.as_ref()),
+        );
+        let named = replication::named_primary(db, observed.topology.as_ref());
+        let upgrade = upgrade::plan(
+            db,
+            observed.statefulset.as_ref(),
+            &upgrade::backup_name(&db.name_any(), &db.spec.version, &stamp(now)),
+        );
+        let as_run = upgrade::as_run(db, &upgrade, &named);
+        Self {
+            layout,
+            replicated: replication_runs(db, layout),
+            span: replication::members_span(observed.topology.as_ref()),
+            named,
+            upgrade,
+            as_run,
+        }
+    }
+}
+
+/// One pass's writes and engine steps over a Database's owned objects.
+pub(super) struct OwnedPass<'a> {
+    pub(super) ctx: &'a Context,
+    pub(super) databases: &'a Api<Database>,
+    pub(super) db: &'a Database,
+    pub(super) apis: &'a OwnedApis,
+    pub(super) observed: &'a Observed,
+    pub(super) shape: &'a Shape<'a>,
+}
+
+impl OwnedPass<'_> {
+    /// Applies the configuration, the StatefulSet, then every other owned object;
+    /// returns the StatefulSet as the API server has it.
+    pub(super) async fn write(
+        &self,
+        template_storage: &str,
+        first_pass: bool,
+    ) -> Result<StatefulSet, Error> {
+        let (ctx, db, apis, observed, shape) =
+            (self.ctx, self.db, self.apis, self.observed, self.shape);
+        let applier = Applier::new(ctx, db);
+        let desired_set = build_statefulset(
+            &keeping_the_primary(&shape.as_run, shape.replicated, &shape.named, shape.span),
+            &ctx.settings.build,
+            template_storage,
+            shape.layout,
+        );
+        // The configuration file is in place before a template that mounts it rolls out.
+        apply_config(
+            &applier,
+            &apis.configmaps,
+            &shape.as_run,
+            observed.config.as_ref(),
+        )
+        .await?;
+        // The StatefulSet goes out first, on its own: it is what the StatefulSet
+        // controller is waiting for, and it is the costliest write. Sharing the API
+        // server with the other writes made it take twice as long on a small control
+        // plane. The finalizer can follow: a Database deleted before it lands loses its
+        // StatefulSet to garbage collection and its claims as the StatefulSet's retention
+        // policy (set from the deletion policy) says, which is what the finalizer would
+        // have done.
+        let (set, set_applied) = applier
+            .apply(&apis.sets, &desired_set, observed.statefulset.as_ref())
+            .await?;
+        Box::pin(apply_the_rest(
+            &applier,
+            self.databases,
+            db,
+            apis,
+            observed,
+            shape.layout,
+            &shape.named,
+            first_pass,
+        ))
+        .await?;
+        // Only now that every wanted object is in place do leftovers go: the
+        // StatefulSet no longer mounts a configuration file about to be deleted.
+        Box::pin(prune_leftovers(&applier, apis, observed)).await?;
+        announce(ctx, db, observed.statefulset.as_ref(), set_applied).await;
+        Ok(set)
+    }
+
+    /// Replication, backups and restore, the upgrade and the settings: what each found
+    /// for the status, and the soonest look again any of them asks for.
+    pub(super) async fn engine_steps(
+        &self,
+        namespace: &str,
+        set: &StatefulSet,
+        now: &Time,
+        facts: Facts,
+    ) -> Result<(Facts, Option<Duration>), Error> {
+        let (ctx, db, shape) = (self.ctx, self.db, self.shape);
+        let instances = set.status.as_ref().map_or(0, |s| s.replicas);
+        // A mongodb replica set takes no write until it is initiated, even with one member.
+        let engine_pass = shape.replicated
+            && (db.spec.engine == database_api::Engine::Mongodb
+                || db.spec.replicas > 1
+                || instances > 1
+                || db.spec.replication.mode == ReplicationMode::Sync);
+        let report = replication_pass(
+            ctx,
+            self.databases,
+            db,
+            &shape.named,
+            shape.span,
+            engine_pass,
+        )
+        .await?;
+        let (restore, backups) =
+            backups_and_restore(ctx, db, namespace, report.primary.is_some()).await?;
+        let upgraded =
+            upgrade_step(ctx, db, namespace, &shape.named, now, shape.upgrade.clone()).await?;
+        let settings_step = settings_pass(ctx, db, namespace, set).await?;
+        let requeue = soonest(&report, &backups, restore.as_ref(), upgraded.requeue)
+            .into_iter()
+            .chain(settings_step.requeue)
+            .min();
+        let facts = Facts {
+            replication: Some(report),
+            restore,
+            backups: Some(backups),
+            degraded: facts
+                .degraded
+                .or_else(|| rolled_back(upgraded.status.as_ref())),
+            upgrade: upgraded.status,
+            parameters_applied: settings_step.applied,
+            ..facts
+        };
+        Ok((facts, requeue))
+    }
+}
+
+/// Applies the engine's configuration file when the Database has settings.
+pub(super) async fn apply_config(
+    applier: &Applier<'_>,
+    configmaps: &Api<ConfigMap>,
+    db: &Database,
+    observed: Option<&ConfigMap>,
+) -> Result<(), Error> {
+    if let Some(desired) = build_config_configmap(db, data_directory(db).as_deref()) {
+        applier.apply(configmaps, &desired, observed).await?;
+    }
+    Ok(())
+}
+
+/// Deletes what the pass no longer wants of what it observed (see [`Applier::prune`]).
+pub(super) async fn prune_leftovers(
+    applier: &Applier<'_>,
+    apis: &OwnedApis,
+    observed: &Observed,
+) -> Result<(), Error> {
+    tokio::try_join!(
+        applier.prune(&apis.sets, observed.statefulset.as_ref()),
+        applier.prune(&apis.services, observed.service.as_ref()),
+        applier.prune(&apis.services, observed.rw.as_ref()),
+        applier.prune(&apis.services, observed.ro.as_ref()),
+        applier.prune(&apis.secrets, observed.credentials.as_ref()),
+        applier.prune(&apis.secrets, observed.connection.as_ref()),
+        applier.prune(&apis.budgets, observed.budget.as_ref()),
+        applier.prune(&apis.configmaps, observed.init.as_ref()),
+        applier.prune(&apis.configmaps, observed.topology.as_ref()),
+        applier.prune(&apis.configmaps, observed.config.as_ref()),
+    )?;
+    Ok(())
+}
+
+/// Whether the operator runs this Database's replication: an engine it replicates, with
+/// credentials that have a replication user.
+pub(crate) fn replication_runs(db: &Database, layout: Layout) -> bool {
+    layout.replicates(db.spec.engine)
+}
+
+/// `db` with as many instances as keep the named primary (a scale-down that would remove
+/// it waits until a switchover has moved the primary to a lower ordinal) and every
+/// member of a mongodb replica set (an instance goes once its member has left).
+pub(super) fn keeping_the_primary<'a>(
+    db: &'a Database,
+    replicated: bool,
+    named: &str,
+    members_span: Option<i32>,
+) -> std::borrow::Cow<'a, Database> {
+    let needed = replication::ordinal(named)
+        .map_or(0, |o| o + 1)
+        .max(members_span.unwrap_or(0));
+    if replicated && needed > db.spec.replicas {
+        let mut shaped = db.clone();
+        shaped.spec.replicas = needed;
+        std::borrow::Cow::Owned(shaped)
+    } else {
+        std::borrow::Cow::Borrowed(db)
+    }
+}
+
+/// Every owned object but the StatefulSet, together: the Services, the Secrets, the
+/// ConfigMaps and the budget; and the finalizer on a first pass.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn apply_the_rest(
+    applier: &Applier<'_>,
+    databases: &Api<Database>,
+    db: &Database,
+    apis: &OwnedApis,
+    observed: &Observed,
+    layout: Layout,
+    named: &str,
+    first_pass: bool,
+) -> Result<(), Error> {
+    let ctx = applier.context();
+    let secrets = async {
+        let credentials =
+            ensure_credentials(ctx, &apis.secrets, db, observed.credentials.clone()).await?;
+        applier.keep::<Secret>(&credentials_secret_name(db));
+        let connection =
+            build_connection_secret(db, &credentials, &ctx.settings.build.cluster_domain);
+        applier
+            .apply(&apis.secrets, &connection, observed.connection.as_ref())
+            .await
+    };
+    let init = async {
+        if let Some(desired) = init_scripts(db, layout) {
+            applier
+                .apply(&apis.configmaps, &desired, observed.init.as_ref())
+                .await?;
+        }
+        Ok(())
+    };
+    let services = async {
+        let desired = [
+            build_service(db),
+            build_role_service(db, PRIMARY),
+            build_role_service(db, REPLICA),
+        ];
+        tokio::try_join!(
+            applier.apply(&apis.services, &desired[0], observed.service.as_ref()),
+            applier.apply(&apis.services, &desired[1], observed.rw.as_ref()),
+            applier.apply(&apis.services, &desired[2], observed.ro.as_ref()),
+        )
+    };
+    let topology = build_topology_configmap(db, named);
+    let budget = async {
+        if let Some(desired) = build_pdb(db) {
+            applier
+                .apply(&apis.budgets, &desired, observed.budget.as_ref())
+                .await?;
+        }
+        Ok(())
+    };
+    tokio::try_join!(
+        services,
+        secrets,
+        init,
+        applier.apply(&apis.configmaps, &topology, observed.topology.as_ref()),
+        budget,
+        add_finalizer(ctx, databases, db, first_pass),
+    )?;
+    Ok(())
+}
+
+/// The scripts ConfigMap, where the instances run one: an engine whose image makes only a
+/// superuser, with credentials that have an administrator of their own.
+pub(crate) fn init_scripts(db: &Database, layout: Layout) -> Option<ConfigMap> {
+    layout
+        .has_admin()
+        .then(|| build_init_configmap(db))
+        .flatten()
+}
+
+/// The credentials from the observed Secret, or from a new one created (once) when
+/// there is none. An existing Secret is never overwritten.
+pub(super) async fn ensure_credentials(
+    ctx: &Context,
+    secrets: &Api<Secret>,
+    db: &Database,
+    observed: Option<Secret>,
+) -> Result<Credentials, Error> {
+    if let Some(existing) = observed {
+        return Ok(Credentials::from_data(&existing.data.unwrap_or_default())?);
+    }
+    let credentials = Credentials::generate(db.spec.engine)?;
+    match secrets
+        .create(
+            &PostParams::default(),
+            &build_credentials_secret(db, &credentials),
+        )
+        .await
+    {
+        Ok(_) => {
+            ctx.metrics.wrote("create");
+            Ok(credentials)
+        }
+        // Created since it was read: use it only if it is this Database's.
+        Err(kube::Error::Api(status)) if status.is_already_exists() => {
+            let name = credentials_secret_name(db);
+            let existing = get_opt(secrets, &name).await?;
+            match existing {
+                Some(secret) if conflicts::is_controlled_by(&secret.metadata, db) => {
+                    Ok(Credentials::from_data(&secret.data.unwrap_or_default())?)
+                }
+                _ => Err(Error::NotControlled {
+                    kind: "Secret".into(),
+                    name,
+                }),
+            }
+        }
+        Err(err) => Err(Error::CreateCredentials(err)),
+    }
+}
