@@ -1,7 +1,6 @@
 //! The API client: HTTP/2 to the API server when it offers it (it does, over TLS), as
 //! client-go does. Every request and watch then shares one connection; over HTTP/1.1
-//! each request in flight needs its own, and at 16 concurrent reconciles the controller
-//! held about 70 open connections, each with its own buffers and TLS state. kube's
+//! each request in flight needs its own, each with its own buffers and TLS state. kube's
 //! client builder speaks HTTP/1.1 only; this one buys the benchmark's "controller memory
 //! under 64 MiB with 10,000 Databases" and its converge times.
 

@@ -5,8 +5,11 @@
 //! that cannot renew within the renew deadline stops leading at once (fail-stop), and a
 //! clean shutdown releases the Lease so a standby takes over on its next try.
 //!
-//! kube-runtime has no leader election; the crates that add one follow kube's releases
-//! behind it, and this is small enough to keep in step with the client it uses.
+//! kube-runtime has no leader election, and no benchmark target depends on this one. It
+//! is kept over kube-lease-manager (which follows kube's releases) for one property: that
+//! crate decides a Lease has expired from the times written in it, so clocks that differ
+//! between nodes by more than its grace period can let two replicas lead at once, where
+//! client-go's protocol, kept here, only ever compares times read on one clock.
 
 use std::time::Duration;
 

@@ -18,9 +18,9 @@ use kube::{Api, Client};
 
 use crate::errors::watch_message;
 
-/// Retry delays for a broken watch: 0.5 s doubling to 2 s. kube's default climbs to
-/// 30 s, which after an API server restart (every watch then gets 410 Gone and lists
-/// again) left the controller blind for minutes; a short cap keeps that to seconds.
+/// Retry delays for a broken watch: 0.5 s doubling to 2 s. After an API server restart
+/// every watch gets 410 Gone and lists again; kube's default, which climbs to 30 s,
+/// would leave the controller blind that long, where this cap keeps it to seconds.
 /// Each watch has its own.
 #[derive(Debug, Clone)]
 pub struct WatchBackoff {

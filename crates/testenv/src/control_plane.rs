@@ -659,7 +659,8 @@ fn apiserver_args(root: &Path, etcd_port: u16, port: u16, full: bool) -> Vec<Str
         "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
         format!("--service-account-key-file={}", file("sa.pub")),
         format!("--service-account-signing-key-file={}", file("sa.key")),
-        "--service-cluster-ip-range=10.0.0.0/24".into(),
+        // Room for thousands of Services: every Database has two with a cluster IP.
+        "--service-cluster-ip-range=10.0.0.0/16".into(),
         "--authorization-mode=Node,RBAC".into(),
         "--allow-privileged=true".into(),
     ];

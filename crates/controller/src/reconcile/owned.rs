@@ -182,9 +182,9 @@ impl OwnedPass<'_> {
         )
         .await?;
         // The StatefulSet goes out first, on its own: it is what the StatefulSet
-        // controller is waiting for, and it is the costliest write. Sharing the API
-        // server with the other writes made it take twice as long on a small control
-        // plane. The finalizer can follow: a Database deleted before it lands loses its
+        // controller is waiting for, and it is the costliest write, which the API server
+        // answers sooner when no other write of the pass competes with it. The finalizer
+        // can follow: a Database deleted before it lands loses its
         // StatefulSet to garbage collection and its claims as the StatefulSet's retention
         // policy (set from the deletion policy) says, which is what the finalizer would
         // have done.
