@@ -9,7 +9,6 @@ use database_api::backup::DatabaseBackup;
 use database_api::constants::labels;
 use futures::stream::BoxStream;
 use futures::{FutureExt as _, Stream, StreamExt};
-use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
@@ -95,7 +94,11 @@ fn backup_triggers(
     .touched_objects()
     .map(|result| result.map(|b| ObjectRef::from_obj(&b)))
     .boxed();
-    let streams = vec![backups, owner_of::<Job, DatabaseBackup>(client, namespace)];
+    let managed = managed_by();
+    let streams = vec![
+        backups,
+        owners_of_changed::<Job, DatabaseBackup>(client, namespace, &managed),
+    ];
     (keys_of(futures::stream::select_all(streams)), reader)
 }
 
@@ -155,14 +158,15 @@ fn triggers(
         )
         .map(|result| result.map(|db| ObjectRef::from_obj(&db)))
         .boxed();
+    let managed = managed_by();
     let streams = vec![
         databases,
-        owner_of::<StatefulSet, Database>(client, namespace),
-        owner_of::<Service, Database>(client, namespace),
-        owner_of::<Secret, Database>(client, namespace),
-        owner_of::<PodDisruptionBudget, Database>(client, namespace),
-        owner_of::<ConfigMap, Database>(client, namespace),
-        owner_of::<Job, Database>(client, namespace),
+        owners_of_changed::<StatefulSet, Database>(client, namespace, &managed),
+        owners_of_changed::<Service, Database>(client, namespace, &managed),
+        owners_of_changed::<Secret, Database>(client, namespace, &managed),
+        owners_of_changed::<PodDisruptionBudget, Database>(client, namespace, &managed),
+        owners_of_changed::<ConfigMap, Database>(client, namespace, &managed),
+        owners_of_changed::<Job, Database>(client, namespace, &managed),
         instances_of(client, namespace),
         databases_of_backups(client, namespace),
     ];
@@ -199,21 +203,4 @@ fn instances_of(
 /// The label selector of the objects this operator manages.
 fn managed_by() -> String {
     format!("{}={}", labels::MANAGED_BY, labels::MANAGED_BY_VALUE)
-}
-
-/// The owners (of kind `O`) of the managed objects of kind `K` that change.
-fn owner_of<K, O>(
-    client: &Client,
-    namespace: Option<&str>,
-) -> BoxStream<'static, Result<ObjectRef<O>, watcher::Error>>
-where
-    K: kube::Resource<Scope = NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + 'static,
-    O: kube::Resource<DynamicType = ()> + Send + 'static,
-{
-    owners_of_changed::<K, O>(client, namespace, &managed_by())
 }

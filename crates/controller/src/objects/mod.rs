@@ -38,7 +38,6 @@ pub async fn apply<K>(
 where
     K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + Debug,
 {
-    let kind = K::kind(&()).into_owned();
     let name = desired.name_any();
     let serialize =
         |o: &K| serde_json::to_value(o).map_err(|e| Error::Serialize("owned object", e));
@@ -49,18 +48,14 @@ where
         return Ok((current.clone(), Applied::Unchanged));
     }
     body["metadata"]["annotations"][HASH_ANNOTATION] = Value::String(hash.clone());
-    let apply_error = |source| Error::Apply {
-        kind: kind.clone(),
-        name: name.clone(),
-        source,
-    };
+    let apply_error = apply_error::<K>(&name);
     let Some(current) = observed else {
         return create_or_apply(api, desired, hash, &body).await;
     };
-    adopt_fields(api, current).await.map_err(apply_error)?;
+    adopt_fields(api, current).await.map_err(&apply_error)?;
     let applied = server_side_apply(api, &name, &body)
         .await
-        .map_err(apply_error)?;
+        .map_err(&apply_error)?;
     Ok((applied, Applied::Updated))
 }
 
@@ -75,12 +70,8 @@ async fn create_or_apply<K>(
 where
     K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + Debug,
 {
-    let (kind, name) = (K::kind(&()).into_owned(), desired.name_any());
-    let apply_error = |source| Error::Apply {
-        kind: kind.clone(),
-        name: name.clone(),
-        source,
-    };
+    let name = desired.name_any();
+    let apply_error = apply_error::<K>(&name);
     let mut object = desired.clone();
     object
         .annotations_mut()
@@ -92,16 +83,19 @@ where
     match api.create(&params, &object).await {
         Ok(created) => return Ok((created, Applied::Created)),
         Err(error) if is_already_exists(&error) => {
-            let existing = api.get(&name).await.map_err(apply_error)?;
+            let existing = api.get(&name).await.map_err(&apply_error)?;
             if !same_controller(existing.meta(), desired.meta()) {
-                return Err(Error::NotControlled { kind, name });
+                return Err(Error::NotControlled {
+                    kind: K::kind(&()).into_owned(),
+                    name,
+                });
             }
         }
         Err(source) => return Err(apply_error(source)),
     }
     let applied = server_side_apply(api, &name, body)
         .await
-        .map_err(apply_error)?;
+        .map_err(&apply_error)?;
     Ok((applied, Applied::Updated))
 }
 
@@ -126,6 +120,18 @@ where
     )
     .await?;
     Ok(())
+}
+
+/// The error of a failed write of the object of kind `K` named `name`.
+fn apply_error<K: Resource<DynamicType = ()>>(
+    name: &str,
+) -> impl Fn(kube::Error) -> Error + use<K> {
+    let name = name.to_owned();
+    move |source| Error::Apply {
+        kind: K::kind(&()).into_owned(),
+        name: name.clone(),
+        source,
+    }
 }
 
 /// Whether `existing` has the controller `desired` names (the owning Database's uid).

@@ -109,6 +109,16 @@ mod tests {
 
     const MAPS: &str = "/api/v1/namespaces/shop/configmaps";
 
+    /// A context whose client the scripted server answers.
+    fn context(server: &ScriptedApiServer) -> Context {
+        Context::new(
+            server.client(),
+            Settings::default(),
+            Arc::new(Metrics::default()),
+            None,
+        )
+    }
+
     fn owner() -> Database {
         let mut db = testenv::toolkit::fixtures::database(
             "orders",
@@ -143,12 +153,7 @@ mod tests {
             let path = format!("{MAPS}/{}", object.name_any());
             server.holds(&path, serde_json::to_value(object).expect("JSON"));
         }
-        let ctx = Context::new(
-            server.client(),
-            Settings::default(),
-            Arc::new(Metrics::default()),
-            None,
-        );
+        let ctx = context(&server);
         let db = owner();
         let applier = Applier::new(&ctx, &db);
         let maps: Api<ConfigMap> = Api::namespaced(server.client(), "shop");
@@ -174,12 +179,7 @@ mod tests {
     #[tokio::test]
     async fn an_apply_that_changes_nothing_is_not_written_or_counted() {
         let server = ScriptedApiServer::new();
-        let ctx = Context::new(
-            server.client(),
-            Settings::default(),
-            Arc::new(Metrics::default()),
-            None,
-        );
+        let ctx = context(&server);
         let db = owner();
         let applier = Applier::new(&ctx, &db);
         let maps: Api<ConfigMap> = Api::namespaced(server.client(), "shop");
