@@ -15,6 +15,7 @@ mod procstat;
 mod scale;
 mod stats;
 mod targets;
+mod verbs;
 mod webhook;
 
 use std::path::PathBuf;
@@ -141,6 +142,7 @@ fn ensure_prerequisites(
 /// The figures of the parts that ran; a part that did not run is `None` or empty.
 struct Figures {
     latency: Option<(Latency, Latency, Duration)>,
+    verbs: Option<verbs::Verbs>,
     scales: Vec<Scale>,
     webhook: Option<WebhookFigures>,
     failovers: Vec<failover::Failover>,
@@ -158,10 +160,11 @@ async fn measure_parts(
     } else {
         (args.burst, args.scale.clone(), args.idle_seconds)
     };
-    let latency = if args.runs(Part::Latency) {
-        Some(latency_run(bin_dir, burst).await?)
+    let (latency, verbs) = if args.runs(Part::Latency) {
+        let (latency, verbs) = latency_run(bin_dir, burst).await?;
+        (Some(latency), Some(verbs))
     } else {
-        None
+        (None, None)
     };
     let mut scale_results = Vec::new();
     if args.runs(Part::Scale) {
@@ -192,6 +195,7 @@ async fn measure_parts(
     };
     Ok(Figures {
         latency,
+        verbs,
         scales: scale_results,
         webhook,
         failovers,
@@ -221,6 +225,10 @@ impl Figures {
         if let Some((single, burst, cold_start)) = &self.latency {
             print_latency(single, burst, *cold_start);
             json["latency"] = latency_json(single, burst, *cold_start);
+        }
+        if let Some(verbs) = &self.verbs {
+            print_verbs(verbs);
+            json["new_object_by_verb"] = verbs.to_json();
         }
         if !self.scales.is_empty() {
             print_scales(&self.scales);
@@ -320,11 +328,12 @@ fn build(profile: &str) -> anyhow::Result<PathBuf> {
 /// a p50 that holds still from run to run.
 const SINGLE_CREATES: usize = 20;
 
-/// Full tier: cold start, the single creates, then the burst.
+/// Full tier: cold start, the single creates, a new StatefulSet by each write verb, then
+/// the burst.
 async fn latency_run(
     bin_dir: &std::path::Path,
     burst: usize,
-) -> anyhow::Result<(Latency, Latency, Duration)> {
+) -> anyhow::Result<((Latency, Latency, Duration), verbs::Verbs)> {
     // Enough fake nodes for every burst Pod (110 Pods each).
     let nodes = burst.div_ceil(100).max(3);
     let bench = Bench::start(Options {
@@ -360,6 +369,8 @@ async fn latency_run(
         );
     }
     let single = merge(&singles);
+    println!("bench: a new StatefulSet by plain create and by server-side apply");
+    let verbs = verbs::measure(&bench.client, "single0-0").await?;
     println!("bench: burst of {burst}");
     let burst = measure(
         &bench,
@@ -370,7 +381,7 @@ async fn latency_run(
         Duration::from_secs(600),
     )
     .await?;
-    Ok((single, burst, cold_start))
+    Ok(((single, burst, cold_start), verbs))
 }
 
 /// Folds several one-Database runs into one summary.
@@ -418,6 +429,20 @@ fn print_latency(single: &Latency, burst: &Latency, cold_start: Duration) {
         "controller cold start (process start to first reconcile): {:.0} ms",
         cold_start.as_secs_f64() * 1000.0
     );
+}
+
+fn print_verbs(verbs: &verbs::Verbs) {
+    println!("\n| a new StatefulSet, by verb | count | p50 ms | p95 ms | max ms |");
+    println!("| --- | --- | --- | --- | --- |");
+    for (verb, s) in [
+        ("plain create", verbs.create),
+        ("server-side apply", verbs.apply),
+    ] {
+        println!(
+            "| {verb} | {} | {:.1} | {:.1} | {:.1} |",
+            s.count, s.p50, s.p95, s.max
+        );
+    }
 }
 
 fn print_scales(scales: &[Scale]) {

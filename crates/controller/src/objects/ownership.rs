@@ -1,9 +1,9 @@
 //! Field ownership of objects the controller created with a plain create.
 //!
 //! A missing owned object is created with POST rather than server-side apply: the API
-//! server answers a create sooner than an apply (the README's benchmark section has the
-//! figures), and the StatefulSet's creation is what the rest of a new Database waits
-//! for. The price is how the API server records
+//! server answers a create sooner than an apply (the benchmark's latency part measures
+//! both on the controller's StatefulSet; the README has the figures), and the
+//! StatefulSet's creation is what the rest of a new Database waits for. The price is how the API server records
 //! it: the controller's fields are owned by an `Update` entry, which later applies do
 //! not touch, so a field dropped from the desired object would stay. Before the first
 //! apply to such an object, [`adoption_patch`] turns that entry into the controller's
