@@ -2,9 +2,8 @@
 # The three binaries (controller, webhook and the backup agent its backup Jobs run) in one
 # minimal, non-root image.
 
-ARG RUST_VERSION=1.95.0
-
-FROM rust:${RUST_VERSION}-bookworm AS build
+# Base images are pinned by digest (a tag can be moved); Renovate proposes the updates.
+FROM rust:1.95.0-bookworm@sha256:6258907abe69656e41cd992e0b705cdcfabcbbe3db374f92ed2d47121282d4a1 AS build
 WORKDIR /src
 
 # Dependency layer: the manifests and empty sources first, so that changing the code
@@ -31,7 +30,7 @@ COPY xtask xtask
 # crates are rebuilt.
 RUN cargo build --locked --release -p database-controller -p database-webhook -p database-backup --bins
 
-FROM gcr.io/distroless/cc-debian12:nonroot
+FROM gcr.io/distroless/cc-debian12:nonroot@sha256:9dac0a79194e45a7da0158a9c6da57b217585af0786db3845d1f0ec1a0dd182f
 ARG VERSION=0.1.0
 LABEL org.opencontainers.image.title="database-operator" \
       org.opencontainers.image.description="Kubernetes operator for Database resources (mycompany.io/v1)" \

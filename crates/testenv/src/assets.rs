@@ -7,14 +7,19 @@
 use std::path::{Path, PathBuf};
 
 /// Kubernetes release the control plane is built from; k8s-openapi's `v1_36` matches it.
+// renovate: datasource=go depName=k8s.io/kubernetes
 pub const KUBERNETES_VERSION: &str = "v1.36.3";
 /// etcd server release.
+// renovate: datasource=go depName=go.etcd.io/etcd/server/v3
 pub const ETCD_VERSION: &str = "v3.6.16";
 /// kwok release (fake nodes, Pod readiness and volume binding).
+// renovate: datasource=go depName=sigs.k8s.io/kwok
 pub const KWOK_VERSION: &str = "v0.8.0";
 /// CoreDNS release (cluster DNS of the real tier).
+// renovate: datasource=go depName=github.com/coredns/coredns
 pub const COREDNS_VERSION: &str = "v1.14.7";
 /// versitygw release: the S3-compatible object store backups are tested against.
+// renovate: datasource=go depName=github.com/versity/versitygw
 pub const VERSITYGW_VERSION: &str = "v1.8.0";
 
 /// Binaries of the integration tier.
