@@ -210,6 +210,7 @@ pub struct DumpLocation {
     plural = "databasebackups",
     singular = "databasebackup",
     shortname = "dbbackup",
+    category = "mycompany",
     namespaced,
     status = "DatabaseBackupStatus",
     derive = "PartialEq",
@@ -352,6 +353,8 @@ mod tests {
         assert_eq!(crd["metadata"]["name"], "databasebackups.mycompany.io");
         assert_eq!(crd["spec"]["scope"], "Namespaced");
         assert_eq!(crd["spec"]["names"]["shortNames"], json!(["dbbackup"]));
+        // Listed with its Databases under the group's category, not in `kubectl get all`.
+        assert_eq!(crd["spec"]["names"]["categories"], json!(["mycompany"]));
         let spec = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
         assert_eq!(spec["required"], json!(["database"]));
         assert_eq!(

@@ -34,6 +34,8 @@ pub const MAX_REPLICAS: i32 = 5;
     plural = "databases",
     singular = "database",
     shortname = "db",
+    category = "all",
+    category = "mycompany",
     namespaced,
     status = "DatabaseStatus",
     derive = "PartialEq",
@@ -321,6 +323,17 @@ pub struct DatabaseStatus {
     /// The last major-version upgrade by dump and restore.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upgrade: Option<crate::upgrade::UpgradeStatus>,
+    /// The Secret applications bind to, where the Service Binding specification's
+    /// Provisioned Service names it: the connection Secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binding: Option<Binding>,
+}
+
+/// A reference to the Secret that holds what a workload needs to connect.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct Binding {
+    /// Name of the Secret, in the Database's namespace.
+    pub name: String,
 }
 
 #[cfg(test)]
@@ -356,6 +369,7 @@ mod tests {
         assert_eq!(names["plural"], "databases");
         assert_eq!(names["singular"], "database");
         assert_eq!(names["shortNames"], json!(["db"]));
+        assert_eq!(names["categories"], json!(["all", "mycompany"]));
         assert_eq!(version(&crd)["name"], crate::constants::VERSION);
         assert_eq!(version(&crd)["served"], true);
         assert_eq!(version(&crd)["storage"], true);

@@ -19,6 +19,6 @@ pub mod validation;
 pub mod versions;
 
 pub use database::{
-    DEFAULT_REPLICAS, Database, DatabaseSpec, DatabaseStatus, DeletionPolicy, Engine, MAX_REPLICAS,
-    MIN_REPLICAS, Phase,
+    Binding, DEFAULT_REPLICAS, Database, DatabaseSpec, DatabaseStatus, DeletionPolicy, Engine,
+    MAX_REPLICAS, MIN_REPLICAS, Phase,
 };

@@ -16,6 +16,9 @@ pub struct EngineProfile {
     pub port_name: &'static str,
     /// URI scheme of the connection string.
     pub scheme: &'static str,
+    /// The engine's type in the Service Binding specification (the connection Secret's
+    /// `type` key and, prefixed with `servicebinding.io/`, its Secret type).
+    pub binding_type: &'static str,
     /// Query appended to the connection URI.
     pub uri_query: &'static str,
     /// Parameters appended to it for the read-only URI.
@@ -84,6 +87,7 @@ const POSTGRES: EngineProfile = EngineProfile {
     port: 5432,
     port_name: "postgres",
     scheme: "postgresql",
+    binding_type: "postgresql",
     uri_query: "",
     ro_uri_extra: "",
     uid: 999,
@@ -112,6 +116,7 @@ const MYSQL: EngineProfile = EngineProfile {
     port: 3306,
     port_name: "mysql",
     scheme: "mysql",
+    binding_type: "mysql",
     uri_query: "",
     ro_uri_extra: "",
     uid: 999,
@@ -142,6 +147,7 @@ const MONGODB: EngineProfile = EngineProfile {
     port: 27017,
     port_name: "mongodb",
     scheme: "mongodb",
+    binding_type: "mongodb",
     uri_query: "?authSource=admin",
     // A secondary serves reads only to a client that asks for them.
     ro_uri_extra: "&readPreference=secondaryPreferred",

@@ -33,8 +33,6 @@ struct Engine {
 }
 
 const POSTGRES_WRITE: &str = r#"psql "$URI" -v ON_ERROR_STOP=1 -c "CREATE TABLE orders (id int PRIMARY KEY, item text); INSERT INTO orders VALUES (1, 'tea')""#;
-const POSTGRES_READ: &str =
-    r#"psql "$URI" -v ON_ERROR_STOP=1 -tAc "SELECT item FROM orders WHERE id = 1""#;
 const POSTGRES_CONFINED: &str = r#"set -e
 [ "$(psql "$URI" -tAc "SELECT rolsuper OR rolcreaterole OR rolcreatedb FROM pg_roles WHERE rolname = current_user")" = f ] || { echo "a privileged role"; exit 1; }
 if psql "$URI" -c "CREATE ROLE intruder" 2>/dev/null; then echo "could create a role"; exit 1; fi
@@ -52,13 +50,22 @@ try { db.getSiblingDB("admin").createUser({ user: "intruder", pwd: "x", roles: [
 if (!refused) throw new Error("could create a user");
 print("confined")'"#;
 
+/// The row read back by a workload that uses nothing but the Secret projected as the
+/// Service Binding specification describes: one file per key under
+/// `$SERVICE_BINDING_ROOT/<binding name>`.
+const POSTGRES_READ_THROUGH_BINDING: &str = r#"set -e
+b="$SERVICE_BINDING_ROOT/orders"
+[ "$(cat "$b/type")" = postgresql ] || { echo "binding type: $(cat "$b/type")"; exit 1; }
+[ "$(cat "$b/provider")" = mycompany.io ] || { echo "binding provider: $(cat "$b/provider")"; exit 1; }
+PGPASSWORD="$(cat "$b/password")" psql -h "$(cat "$b/host")" -p "$(cat "$b/port")" -U "$(cat "$b/username")" -d "$(cat "$b/database")" -v ON_ERROR_STOP=1 -tAc "SELECT item FROM orders WHERE id = 1""#;
+
 fn postgres() -> Engine {
     Engine {
         spec: json!({"engine": "postgres", "version": "17", "storage": "1Gi"}),
         image: "postgres-17",
         client_image: "postgres:17",
         write: POSTGRES_WRITE.to_owned(),
-        read: POSTGRES_READ.to_owned(),
+        read: POSTGRES_READ_THROUGH_BINDING.to_owned(),
         confined: POSTGRES_CONFINED.to_owned(),
     }
 }
@@ -75,7 +82,9 @@ async fn keeps_a_row_across_a_restart(engine: Engine) -> Env {
     let env = start(&engine).await;
     let started = Instant::now();
     env.create_database("orders", engine.spec.clone()).await;
-    wait_running(&env, "orders").await;
+    let running = wait_running(&env, "orders").await;
+    let binding = running.status.and_then(|s| s.binding).map(|b| b.name);
+    assert_eq!(binding.as_deref(), Some("orders-connection"));
     eprintln!(
         "{}: create to Running on a real node in {:.1?}",
         engine.spec["engine"],

@@ -92,6 +92,21 @@ async fn create_makes_the_statefulset_service_and_both_secrets() {
     );
     let text = serde_json::to_string(&status).expect("json");
     assert!(!text.contains(&password), "the password leaked into status");
+
+    // The CRD's categories put Databases in `kubectl get all` and the group's listing.
+    for category in ["all", "mycompany"] {
+        let (ok, stdout, stderr) = kubectl(
+            &env.plane,
+            &["get", category, "-n", "shop", "-o", "name"],
+            "",
+        )
+        .await;
+        assert!(ok, "kubectl get {category}: {stderr}");
+        assert!(
+            stdout.lines().any(|l| l == "database.mycompany.io/orders"),
+            "kubectl get {category} lists no Database: {stdout}"
+        );
+    }
 }
 
 #[tokio::test]

@@ -209,6 +209,7 @@ async fn the_controller_does_its_whole_job_with_only_the_deployed_rbac() {
         used_permissions(&plane, &user).1
     );
 
+    binding_controllers_read_the_binding(&plane, &client).await;
     switch_over(&dbs).await;
     hand_edits_are_put_back(&client).await;
     backups_retention_and_restore(&client, &dbs).await;
@@ -224,6 +225,46 @@ async fn the_controller_does_its_whole_job_with_only_the_deployed_rbac() {
     let (permissions, refused) = used_permissions(&plane, &user);
     assert!(refused.is_empty(), "refused: {refused:#?}");
     assert_every_rule_used(&objects, &permissions);
+}
+
+/// A Service Binding controller's ClusterRole aggregates every ClusterRole labelled
+/// `servicebinding.io/controller`; with it, the controller's ServiceAccount reads the
+/// Database's `status.binding`.
+async fn binding_controllers_read_the_binding(plane: &ControlPlane, client: &Client) {
+    let account = "servicebinding-controller";
+    let objects = [
+        json!({"apiVersion": "v1", "kind": "ServiceAccount",
+               "metadata": {"name": account, "namespace": "default"}}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+               "metadata": {"name": account},
+               "aggregationRule": {"clusterRoleSelectors": [
+                   {"matchLabels": {"servicebinding.io/controller": "true"}}]},
+               "rules": []}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+               "metadata": {"name": account},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": account},
+               "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": "default"}]}),
+    ];
+    install(client, &objects, &[]).await;
+    let kubeconfig = service_account_kubeconfig(plane, "default", account).await;
+    let binding_client = testenv::client_from(&kubeconfig).await.expect("client");
+    let dbs: Api<Database> = Api::namespaced(binding_client, "default");
+    let binding = Wait::new(
+        "the binding read as a binding controller",
+        Duration::from_secs(60),
+    )
+    .every(Duration::from_millis(500))
+    .poll(|| async {
+        match dbs.get("rbac").await {
+            Ok(db) => match db.status.and_then(|s| s.binding) {
+                Some(binding) => Ok(binding.name),
+                None => Err("no status.binding".to_owned()),
+            },
+            Err(error) => Err(error.to_string()),
+        }
+    })
+    .await;
+    assert_eq!(binding.as_deref(), Ok("rbac-connection"));
 }
 
 /// Fails on a wildcard, or on a rule of the controller's ClusterRole no request used.

@@ -1,5 +1,6 @@
 //! One-off client Pods on the real tier: an engine's own client run with a Database's
-//! connection Secret in its environment, as an application would; and a writer whose
+//! connection Secret in its environment and projected as a Service Binding, as an
+//! application would; and a writer whose
 //! acknowledged writes can be checked after a fault.
 
 use std::time::Duration;
@@ -14,6 +15,9 @@ use serde_json::json;
 const CONNECTION_KEYS: [&str; 7] = [
     "uri", "host", "port", "username", "password", "database", "ro-uri",
 ];
+
+/// Where a client Pod finds its Database's binding, as `$SERVICE_BINDING_ROOT`.
+pub const BINDING_ROOT: &str = "/bindings";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -99,6 +103,9 @@ impl ClientPod<'_> {
             .map(|(name, secret, key)| {
                 json!({"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}})
             })
+            .chain(std::iter::once(
+                json!({"name": "SERVICE_BINDING_ROOT", "value": BINDING_ROOT}),
+            ))
             .collect();
         serde_json::from_value(json!({
             "metadata": {"name": name, "namespace": self.namespace},
@@ -115,7 +122,11 @@ impl ClientPod<'_> {
                     // mongosh keeps its history under HOME.
                     "workingDir": "/tmp",
                     "securityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}},
+                    "volumeMounts": [{"name": "binding", "mountPath": format!("{BINDING_ROOT}/{}", self.db), "readOnly": true}],
                 }],
+                // The Secret projected as the Service Binding specification has a
+                // workload see it: one file per key under $SERVICE_BINDING_ROOT/<name>.
+                "volumes": [{"name": "binding", "secret": {"secretName": connection}}],
             },
         }))
         .expect("the client Pod's shape is fixed")

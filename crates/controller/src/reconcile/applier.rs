@@ -12,7 +12,7 @@ use std::fmt::Debug;
 use std::sync::Mutex;
 
 use database_api::Database;
-use kube::api::Api;
+use kube::api::{Api, DeleteParams, Preconditions};
 use kube::{Resource, ResourceExt as _};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -20,7 +20,7 @@ use serde::de::DeserializeOwned;
 use super::conflicts::is_controlled_by;
 use crate::context::Context;
 use crate::error::Error;
-use crate::objects::{Applied, apply, delete_if_present};
+use crate::objects::{Applied, apply, delete_if_present, delete_with};
 
 /// Applies one Database's owned objects in one pass and prunes what it no longer wants.
 pub(crate) struct Applier<'a> {
@@ -74,6 +74,33 @@ impl<'a> Applier<'a> {
         self.wanted.lock().map_or(true, |w| {
             w.contains(&(K::kind(&()).into_owned(), name.to_owned()))
         })
+    }
+
+    /// Deletes `object` so it can be created anew with a field the API server never
+    /// changes in place; only that object (its uid), and only when this Database
+    /// controls it.
+    pub(crate) async fn remove<K>(&self, api: &Api<K>, object: &K) -> Result<(), Error>
+    where
+        K: Resource<DynamicType = ()> + DeserializeOwned + Clone + Debug,
+    {
+        let name = object.name_any();
+        if !is_controlled_by(object.meta(), self.owner) {
+            return Err(Error::NotControlled {
+                kind: K::kind(&()).into_owned(),
+                name,
+            });
+        }
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: object.meta().uid.clone(),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        if delete_with(api, &name, &params).await? {
+            self.ctx.metrics.wrote("delete");
+        }
+        Ok(())
     }
 
     /// Deletes `observed` when this pass did not want it and this Database controls it.

@@ -269,3 +269,54 @@ async fn a_budget_and_a_configuration_file_no_longer_wanted_are_deleted_after_th
         "the StatefulSet stops mounting the file first"
     );
 }
+
+#[tokio::test]
+async fn a_connection_secret_of_the_old_type_is_replaced_by_a_service_binding_secret() {
+    let server = ScriptedApiServer::new();
+    let connection = format!("{SECRETS}/orders-connection");
+    let mut old = controlled("v1", "Secret", "orders-connection");
+    old["type"] = json!("Opaque");
+    old["metadata"]["uid"] = json!("d4e5f6");
+    server.holds(&connection, old);
+    let (result, _) = pass(&server, orders(&postgres(), true)).await;
+    assert!(result.is_ok(), "{result:?}");
+    let writes = server.writes_to("orders-connection");
+    let deleted = server
+        .writes()
+        .iter()
+        .position(|w| w.method == Method::DELETE && w.path == connection)
+        .expect("the old Secret is deleted: its type cannot change in place");
+    let created = server
+        .writes()
+        .iter()
+        .position(|w| w.method == Method::POST && w.body["metadata"]["name"] == "orders-connection")
+        .expect("and created again");
+    assert!(deleted < created, "{writes:?}");
+    let stored = server.object(&connection).expect("the new Secret");
+    assert_eq!(stored["type"], "servicebinding.io/postgresql");
+    assert_eq!(
+        stored["data"]["type"], "cG9zdGdyZXNxbA==",
+        "base64 of postgresql"
+    );
+}
+
+#[tokio::test]
+async fn a_connection_secret_of_another_owner_is_never_replaced() {
+    let server = ScriptedApiServer::new();
+    let connection = format!("{SECRETS}/orders-connection");
+    server.holds(
+        &connection,
+        json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+               "metadata": {"name": "orders-connection", "namespace": "shop"}}),
+    );
+    let (result, _) = pass(&server, orders(&postgres(), true)).await;
+    assert!(
+        matches!(result, Ok(Action::RequeueAfter(_))),
+        "a conflict looks again later: {result:?}"
+    );
+    assert!(
+        server.writes_to("orders-connection").is_empty(),
+        "{:?}",
+        server.writes()
+    );
+}

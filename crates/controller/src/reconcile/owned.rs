@@ -340,9 +340,16 @@ pub(super) async fn apply_the_rest(
         applier.keep::<Secret>(&credentials_secret_name(db));
         let connection =
             build_connection_secret(db, &credentials, &ctx.settings.build.cluster_domain);
-        applier
-            .apply(&apis.secrets, &connection, observed.connection.as_ref())
-            .await
+        // A Secret's type cannot change in place: one made before it was a Service
+        // Binding Secret is replaced.
+        let current = match observed.connection.as_ref() {
+            Some(old) if old.type_ != connection.type_ => {
+                applier.remove(&apis.secrets, old).await?;
+                None
+            }
+            current => current,
+        };
+        applier.apply(&apis.secrets, &connection, current).await
     };
     let init = async {
         if let Some(desired) = init_scripts(db, layout) {

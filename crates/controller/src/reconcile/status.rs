@@ -6,7 +6,7 @@ use database_api::conditions::{
 };
 use database_api::constants::FIELD_MANAGER;
 use database_api::upgrade::UpgradePhase;
-use database_api::{Database, DatabaseStatus, Phase};
+use database_api::{Binding, Database, DatabaseStatus, Phase};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::ResourceExt;
@@ -15,7 +15,7 @@ use serde_json::json;
 
 use crate::backup::restore::Restore;
 use crate::error::Error;
-use crate::resources::meta::selector_string;
+use crate::resources::meta::{connection_secret_name, selector_string};
 use crate::resources::secret::endpoint;
 
 /// What the reconcile learned besides the StatefulSet.
@@ -100,7 +100,22 @@ pub fn compute(
         },
         upgrade: facts.upgrade.clone().or(previous.upgrade),
         parameters_revision: parameters_revision(db, facts, previous.parameters_revision),
+        binding: binding(db, statefulset, previous.binding),
     }
+}
+
+/// The connection Secret, named once the pass that writes it with the StatefulSet has
+/// run; a Service Binding controller waits for the name to appear.
+fn binding(
+    db: &Database,
+    statefulset: Option<&StatefulSet>,
+    previous: Option<Binding>,
+) -> Option<Binding> {
+    statefulset
+        .map(|_| Binding {
+            name: connection_secret_name(db),
+        })
+        .or(previous)
 }
 
 /// The phase and its message. A pause keeps the `previous` phase, except while the

@@ -50,7 +50,13 @@ pub fn endpoint(db: &Database, cluster_domain: &str) -> String {
     )
 }
 
-/// The connection Secret: host, port, username, password, database and a URI.
+/// The `provider` a Service Binding workload sees.
+pub const BINDING_PROVIDER: &str = "mycompany.io";
+
+/// The connection Secret: host, port, username, password, database and a URI, shaped as
+/// the Service Binding specification's binding Secret (its type and the `type` and
+/// `provider` keys), so binding controllers and frameworks that read
+/// `$SERVICE_BINDING_ROOT` pick it up as it is.
 pub fn build_connection_secret(
     db: &Database,
     credentials: &Credentials,
@@ -71,6 +77,8 @@ pub fn build_connection_secret(
     };
     let (host, ro_host) = (host(db, cluster_domain), ro_host(db, cluster_domain));
     let data = [
+        ("type", engine.binding_type.to_owned()),
+        ("provider", BINDING_PROVIDER.to_owned()),
         ("host", host.clone()),
         ("port", engine.port.to_string()),
         ("username", credentials.username.clone()),
@@ -88,10 +96,15 @@ pub fn build_connection_secret(
     .collect();
     Secret {
         metadata: object_meta(db, connection_secret_name(db)),
-        type_: Some("Opaque".to_owned()),
+        type_: Some(binding_secret_type(db)),
         data: Some(data),
         ..Secret::default()
     }
+}
+
+/// The connection Secret's type: `servicebinding.io/<engine type>`.
+pub fn binding_secret_type(db: &Database) -> String {
+    format!("servicebinding.io/{}", profile(db.spec.engine).binding_type)
 }
 
 #[cfg(test)]
@@ -130,6 +143,28 @@ mod tests {
             text(&secret, "uri"),
             "postgresql://app:s3cret@orders-rw.shop.svc.cluster.local:5432/app"
         );
+    }
+
+    #[test]
+    fn the_connection_secret_is_a_service_binding_secret_of_the_engines_type() {
+        for (engine, version, kind) in [
+            (Engine::Postgres, "17", "postgresql"),
+            (Engine::Mysql, "8.4", "mysql"),
+            (Engine::Mongodb, "7.0", "mongodb"),
+        ] {
+            let db = database(engine, version, 1);
+            let secret = build_connection_secret(&db, &credentials(), "cluster.local");
+            assert_eq!(
+                secret.type_.as_deref(),
+                Some(format!("servicebinding.io/{kind}").as_str())
+            );
+            assert_eq!(text(&secret, "type"), kind);
+            assert_eq!(text(&secret, "provider"), "mycompany.io");
+            // The specification's well-known keys, all present.
+            for key in ["host", "port", "username", "password", "database", "uri"] {
+                assert!(!text(&secret, key).is_empty(), "{kind}: {key} is empty");
+            }
+        }
     }
 
     #[test]
