@@ -1,5 +1,7 @@
 //! Prometheus metrics of the controller, served on `/metrics` in OpenMetrics text.
 
+use std::borrow::Cow;
+
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -32,7 +34,12 @@ pub struct WriteLabels {
     pub action: &'static str,
 }
 
+/// The controller's name in the `workqueue_*` metrics' `name` and `controller` labels.
+pub const CONTROLLER_NAME: &str = "database";
+
 pub struct Metrics {
+    /// Unprefixed: the controller's own metrics sit in a `database_controller_`
+    /// sub-registry, and the `workqueue_*` ones keep client-go's names.
     pub registry: Registry,
     pub reconciles: Family<ResultLabels, Counter>,
     pub errors: Family<ErrorLabels, Counter>,
@@ -45,7 +52,8 @@ pub struct Metrics {
 
 impl Default for Metrics {
     fn default() -> Self {
-        let mut registry = Registry::with_prefix("database_controller");
+        let mut root = Registry::default();
+        let registry = root.sub_registry_with_prefix("database_controller");
         let reconciles = Family::<ResultLabels, Counter>::default();
         let errors = Family::<ErrorLabels, Counter>::default();
         let writes = Family::<WriteLabels, Counter>::default();
@@ -77,24 +85,16 @@ impl Default for Metrics {
             leader.clone(),
         );
         let queue = QueueMetrics::default();
-        registry.register(
-            "queue_depth",
-            "Databases due for a reconcile and waiting for a worker",
-            queue.depth.clone(),
-        );
-        registry.register(
-            "queue_wait_seconds",
-            "Time from a Database falling due to its reconcile starting",
-            queue.wait.clone(),
-        );
+        register_queue(registry, &queue);
         let backup_failures = Family::<DatabaseLabels, Counter>::default();
         registry.register(
             "backup_failures",
             "Backups that failed, by Database",
             backup_failures.clone(),
         );
+        register_workqueue(&mut root, &queue);
         Self {
-            registry,
+            registry: root,
             reconciles,
             errors,
             writes,
@@ -104,6 +104,65 @@ impl Default for Metrics {
             backup_failures,
         }
     }
+}
+
+/// The work queue under the controller's own names.
+fn register_queue(registry: &mut Registry, queue: &QueueMetrics) {
+    registry.register(
+        "queue_depth",
+        "Databases due for a reconcile and waiting for a worker",
+        queue.depth.clone(),
+    );
+    registry.register(
+        "queue_wait_seconds",
+        "Time from a Database falling due to its reconcile starting",
+        queue.wait.clone(),
+    );
+}
+
+/// The work queue again under the names, labels and buckets client-go and
+/// controller-runtime export, so dashboards written for those controllers read this one.
+/// The two running gauges are computed at scrape time (see
+/// [`operator_runtime::metrics::Running`]).
+fn register_workqueue(root: &mut Registry, queue: &QueueMetrics) {
+    let labels =
+        ["name", "controller"].map(|label| (Cow::Borrowed(label), Cow::Borrowed(CONTROLLER_NAME)));
+    let registry = root.sub_registry_with_labels(labels.into_iter());
+    registry.register(
+        "workqueue_depth",
+        "Keys waiting for a worker",
+        queue.depth.clone(),
+    );
+    registry.register(
+        "workqueue_adds",
+        "Keys added to the queue, retries included",
+        queue.adds.clone(),
+    );
+    registry.register(
+        "workqueue_queue_duration_seconds",
+        "Time a key waited in the queue before a worker took it",
+        queue.queue_duration.clone(),
+    );
+    registry.register(
+        "workqueue_work_duration_seconds",
+        "Time a worker spent on a key",
+        queue.work_duration.clone(),
+    );
+    registry.register(
+        "workqueue_retries",
+        "Keys put back after a retry backoff",
+        queue.retries.clone(),
+    );
+    registry.register(
+        "workqueue_unfinished_work_seconds",
+        "Seconds the keys being worked on have been running, summed; a steady rise means stuck workers",
+        queue.running.unfinished_gauge(),
+    );
+    registry.register(
+        "workqueue_longest_running_processor_seconds",
+        "Seconds the longest-running worker has been on its key",
+        queue.running.longest_gauge(),
+    );
 }
 
 impl Metrics {
@@ -158,6 +217,60 @@ mod tests {
             ),
             "{text}"
         );
+    }
+
+    #[test]
+    fn the_work_queue_shows_under_client_go_names_and_the_old_names_stay() {
+        let metrics = Metrics::default();
+        // A family with no labelled child is left out of the text.
+        let result = ResultLabels { result: "ok" };
+        metrics.reconciles.get_or_create(&result).inc();
+        metrics.duration.get_or_create(&result).observe(0.1);
+        metrics
+            .errors
+            .get_or_create(&ErrorLabels { kind: "conflict" })
+            .inc();
+        metrics.wrote("apply");
+        metrics.backup_failed("shop", "orders");
+        let text = metrics.encode();
+        let labels = "{name=\"database\",controller=\"database\"}";
+        for sample in [
+            "workqueue_depth",
+            "workqueue_adds_total",
+            "workqueue_queue_duration_seconds_count",
+            "workqueue_work_duration_seconds_count",
+            "workqueue_retries_total",
+            "workqueue_unfinished_work_seconds",
+            "workqueue_longest_running_processor_seconds",
+        ] {
+            assert!(
+                text.contains(&format!("\n{sample}{labels} ")),
+                "{sample}: {text}"
+            );
+        }
+        let buckets = text
+            .lines()
+            .filter(|line| line.starts_with("workqueue_work_duration_seconds_bucket{"))
+            .count();
+        assert_eq!(
+            buckets, 13,
+            "controller-runtime's 12 buckets and +Inf: {text}"
+        );
+        for old in [
+            "reconciles counter",
+            "reconcile_errors counter",
+            "writes counter",
+            "reconcile_duration_seconds histogram",
+            "leader gauge",
+            "queue_depth gauge",
+            "queue_wait_seconds histogram",
+            "backup_failures counter",
+        ] {
+            assert!(
+                text.contains(&format!("# TYPE database_controller_{old}\n")),
+                "{old}: {text}"
+            );
+        }
     }
 
     #[test]

@@ -99,7 +99,7 @@ where
         self
     }
 
-    /// Where the queue reports its depth and waits.
+    /// Where the queue reports its depth, adds, retries, waits and work.
     #[must_use]
     pub fn metrics(mut self, metrics: QueueMetrics) -> Self {
         self.metrics = metrics;
@@ -163,6 +163,7 @@ where
                     }
                 });
             }
+            workers.report();
             let next_due = workers.next_due();
             if let Some(at) = next_due
                 && requeue_timer.deadline() != at
@@ -199,13 +200,16 @@ where
 {
     limit: usize,
     metrics: QueueMetrics,
-    // Several loops (one per watched namespace) may share the gauge: each adds its change.
+    // Several loops (one per watched namespace) may share the metrics: each adds its
+    // change to the depth gauge and the adds counter.
     depth_shown: i64,
+    adds_shown: u64,
     tasks: JoinSet<Outcome>,
     // Keys are shared, not copied: a key waiting for a requeue sits in several of the
     // queue's indexes at once, for each of thousands of objects.
     queue: WorkQueue<Arc<ObjectRef<K>>>,
-    keys: HashMap<Id, Arc<ObjectRef<K>>>,
+    /// The key each task works on, and when it started.
+    keys: HashMap<Id, (Arc<ObjectRef<K>>, Instant)>,
 }
 
 impl<K> Workers<K>
@@ -218,6 +222,7 @@ where
             limit,
             metrics,
             depth_shown: 0,
+            adds_shown: 0,
             tasks: JoinSet::new(),
             queue: WorkQueue::with_retry(retry),
             keys: HashMap::new(),
@@ -233,17 +238,27 @@ where
         self.queue.promote_due(Instant::now());
         while let Some((key, waited)) = self.queue.take(self.limit) {
             self.metrics.wait.observe(waited.as_secs_f64());
+            self.metrics.queue_duration.observe(waited.as_secs_f64());
             let Some(object) = store.get(&key) else {
                 self.queue.done(&key);
                 self.queue.forget(&key);
                 continue;
             };
+            let started = Instant::now();
+            self.metrics.running.started(started);
             let handle = self.tasks.spawn(start(object));
-            self.keys.insert(handle.id(), key);
+            self.keys.insert(handle.id(), (key, started));
         }
+    }
+
+    /// Brings the shared depth gauge and adds counter up to this loop's queue.
+    fn report(&mut self) {
         let depth = i64::try_from(self.queue.depth().0).unwrap_or(i64::MAX);
         self.metrics.depth.inc_by(depth - self.depth_shown);
         self.depth_shown = depth;
+        let adds = self.queue.adds();
+        self.metrics.adds.inc_by(adds - self.adds_shown);
+        self.adds_shown = adds;
     }
 
     fn next_due(&mut self) -> Option<Instant> {
@@ -259,7 +274,7 @@ where
                 (error.id(), (Action::requeue(AFTER_LOST_TASK), false))
             }
         };
-        let Some(key) = self.keys.remove(&id) else {
+        let Some(key) = self.end_work(id) else {
             return;
         };
         self.queue.done(&key);
@@ -270,6 +285,7 @@ where
         match action {
             Action::AwaitChange => {}
             Action::Retry => {
+                self.metrics.retries.inc();
                 self.queue.add_rate_limited(key, now);
             }
             // A delay too long to add to a clock reading means never.
@@ -281,10 +297,41 @@ where
         }
     }
 
+    /// Records the end of task `id`'s work; returns its key.
+    fn end_work(&mut self, id: Id) -> Option<Arc<ObjectRef<K>>> {
+        let (key, started) = self.keys.remove(&id)?;
+        self.metrics
+            .work_duration
+            .observe(started.elapsed().as_secs_f64());
+        self.metrics.running.ended(started);
+        Some(key)
+    }
+
     /// Graceful: no new reconciles; the ones in flight finish.
     async fn stop(mut self) {
+        while let Some(joined) = self.tasks.join_next_with_id().await {
+            let id = match joined {
+                Ok((id, _)) => id,
+                Err(error) => error.id(),
+            };
+            self.end_work(id);
+        }
+    }
+}
+
+impl<K> Drop for Workers<K>
+where
+    K: Resource,
+    K::DynamicType: Eq + Hash,
+{
+    /// Takes this loop's share out of the shared metrics, whether it stopped or was
+    /// dropped mid-run (its reconciles aborted): otherwise the depth would count its keys,
+    /// and the running gauges its reconciles, for ever.
+    fn drop(&mut self) {
         self.metrics.depth.dec_by(self.depth_shown);
-        while self.tasks.join_next().await.is_some() {}
+        for (_, started) in self.keys.values() {
+            self.metrics.running.ended(*started);
+        }
     }
 }
 
@@ -489,6 +536,67 @@ mod tests {
         );
     }
 
+    /// Whether two readings in seconds are the same, to well below a paused clock's step.
+    fn same_seconds(a: f64, b: f64) -> bool {
+        (a - b).abs() < 1e-6
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_queue_reports_adds_retries_work_and_depth_as_client_go_does() {
+        let log = Arc::new(Log::default());
+        log.hold.store(true, std::sync::atomic::Ordering::SeqCst);
+        log.retry_failures
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        // "a" succeeds; "b" fails each time and is retried after its backoff.
+        log.next
+            .lock()
+            .expect("next")
+            .insert("a".into(), Action::await_change());
+        let (store, _writer) = filled(&["a", "b"]);
+        let metrics = QueueMetrics::default();
+        let (send, _stop, _task) = start_with(log.clone(), store, 1, metrics.clone());
+        send.unbounded_send(key("a")).expect("send");
+        settle().await;
+        for name in ["b", "a", "b"] {
+            send.unbounded_send(key(name)).expect("send");
+        }
+        settle().await;
+        assert_eq!(log.entries(), ["start a"]);
+        assert_eq!(metrics.depth.get(), 1, "b waits for the one worker");
+        assert_eq!(
+            metrics.adds.get(),
+            3,
+            "a, b, and a again while it runs; b was already waiting"
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let now = Instant::now();
+        assert!(same_seconds(metrics.running.longest_seconds(now), 2.0));
+        assert!(same_seconds(metrics.running.unfinished_seconds(now), 2.0));
+
+        log.hold.store(false, std::sync::atomic::Ordering::SeqCst);
+        log.release.notify_one();
+        settle().await;
+        // a, then b (fails), then a again for the request that came while it ran.
+        assert_eq!(log.entries().len(), 6);
+        assert_eq!(metrics.work_duration.count(), 3);
+        assert!(same_seconds(metrics.work_duration.sum(), 2.0));
+        assert_eq!(metrics.queue_duration.count(), 3);
+        assert_eq!(metrics.retries.get(), 1);
+        assert_eq!(metrics.adds.get(), 3, "the retry is not due yet");
+        assert_eq!(metrics.depth.get(), 0);
+        assert!(same_seconds(
+            metrics.running.longest_seconds(Instant::now()),
+            0.0
+        ));
+
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        settle().await;
+        assert_eq!(log.entries()[6..], ["start b", "end b"]);
+        assert_eq!(metrics.adds.get(), 4, "the retry fell due");
+        assert_eq!(metrics.retries.get(), 2);
+        assert_eq!(metrics.work_duration.count(), 4);
+    }
+
     #[tokio::test(start_paused = true)]
     async fn no_more_than_the_concurrency_run_and_shutdown_waits_for_them() {
         let log = Arc::new(Log::default());
@@ -519,6 +627,11 @@ mod tests {
             0,
             "a stopped loop leaves nothing counted"
         );
+        assert_eq!(metrics.work_duration.count(), 2, "drained reconciles count");
+        assert!(same_seconds(
+            metrics.running.unfinished_seconds(Instant::now()),
+            0.0
+        ));
         let entries = log.entries();
         assert!(entries.contains(&"end a".to_owned()) && entries.contains(&"end b".to_owned()));
         assert!(

@@ -38,6 +38,8 @@ pub struct WorkQueue<K> {
     /// Consecutive failures of the keys that failed last time.
     failures: HashMap<K, u32>,
     retry: RetryDelays,
+    /// Keys that started waiting, ever: client-go's `adds`.
+    adds: u64,
 }
 
 /// How long a failing key waits: `first` after one failure, doubling per failure in a
@@ -101,6 +103,7 @@ impl<K> Default for WorkQueue<K> {
             timers: BinaryHeap::new(),
             failures: HashMap::new(),
             retry: RetryDelays::default(),
+            adds: 0,
         }
     }
 }
@@ -134,12 +137,20 @@ impl<K: Hash + Eq + Clone> WorkQueue<K> {
     /// Asks for `key` to be reconciled as soon as possible.
     pub fn add(&mut self, key: K) {
         if self.running.contains(&key) {
-            self.again.insert(key);
+            if self.again.insert(key) {
+                self.adds += 1;
+            }
         } else if !self.queued.contains(&key) {
-            self.later.remove(&key);
-            self.queued.insert(key.clone());
-            self.ready.push_back((key, Instant::now()));
+            self.adds += 1;
+            self.make_ready(key);
         }
+    }
+
+    /// Puts `key`, which neither runs nor is ready, on the ready list.
+    fn make_ready(&mut self, key: K) {
+        self.later.remove(&key);
+        self.queued.insert(key.clone());
+        self.ready.push_back((key, Instant::now()));
     }
 
     /// Asks for `key` to be reconciled at `at`, unless it is asked for sooner already.
@@ -197,11 +208,12 @@ impl<K: Hash + Eq + Clone> WorkQueue<K> {
         Some((key, since.elapsed()))
     }
 
-    /// Marks `key` done; a request that came while it ran makes it ready again.
+    /// Marks `key` done; a request that came while it ran makes it ready again (that
+    /// request was counted as an add when it came, as client-go counts it).
     pub fn done(&mut self, key: &K) {
         self.running.remove(key);
         if self.again.remove(key) {
-            self.add(key.clone());
+            self.make_ready(key.clone());
         }
     }
 
@@ -214,6 +226,13 @@ impl<K: Hash + Eq + Clone> WorkQueue<K> {
     /// How many keys are ready and how many wait for a time.
     pub fn depth(&self) -> (usize, usize) {
         (self.ready.len(), self.later.len())
+    }
+
+    /// How many times a key started waiting, as client-go's workqueue counts adds: a
+    /// request for a key already waiting is not counted, and a requeue or retry is
+    /// counted when it falls due.
+    pub fn adds(&self) -> u64 {
+        self.adds
     }
 }
 
@@ -360,6 +379,27 @@ mod tests {
             secs(1),
             "each key counts alone"
         );
+    }
+
+    #[test]
+    fn adds_count_each_time_a_key_starts_waiting_and_not_repeats() {
+        let now = Instant::now();
+        let mut queue = WorkQueue::default();
+        queue.add("a");
+        queue.add("a");
+        assert_eq!(queue.adds(), 1, "a request for a waiting key is not an add");
+        assert_eq!(key_of(queue.take(0)), Some("a"));
+        queue.add("a");
+        queue.add("a");
+        assert_eq!(queue.adds(), 2, "one request kept while it runs");
+        queue.done(&"a");
+        assert_eq!(queue.adds(), 2, "running it again is not another add");
+        assert_eq!(key_of(queue.take(0)), Some("a"));
+        queue.done(&"a");
+        queue.add_rate_limited("a", now);
+        assert_eq!(queue.adds(), 2, "a retry is counted when it falls due");
+        queue.promote_due(now + secs(1));
+        assert_eq!(queue.adds(), 3);
     }
 
     #[test]
