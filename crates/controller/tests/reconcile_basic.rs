@@ -7,6 +7,7 @@
 mod common;
 
 use common::Env;
+use database_api::conditions;
 use database_api::constants::FINALIZER;
 use database_controller::runner::Scope;
 use k8s_openapi::api::apps::v1::StatefulSet;
@@ -334,7 +335,14 @@ async fn a_paused_database_is_left_alone_until_unpaused() {
         json!({"metadata": {"annotations": {"mycompany.io/paused": "true"}}}),
     )
     .await;
-    env.condition_true("held", "Paused").await;
+    let paused = env.condition_true("held", "Paused").await;
+    assert!(
+        paused
+            .message
+            .ends_with("every owned object matches the spec"),
+        "no false difference on a real API server: {}",
+        paused.message
+    );
 
     sets.patch(
         "held",
@@ -343,7 +351,19 @@ async fn a_paused_database_is_left_alone_until_unpaused() {
     )
     .await
     .expect("edited");
-    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    // The hand edit is compared, reported, and left in place.
+    eventually(
+        WAIT,
+        "the Paused condition naming the StatefulSet",
+        || async {
+            let status = env.databases().get("held").await.ok()?.status?;
+            conditions::find(&status.conditions, "Paused")
+                .filter(|c| c.message.ends_with("resuming will change StatefulSet held"))
+                .cloned()
+        },
+    )
+    .await;
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     let replicas = sets
         .get("held")
         .await

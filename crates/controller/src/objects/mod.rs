@@ -25,6 +25,23 @@ pub enum Applied {
     Created,
     Updated,
     Unchanged,
+    /// It differs from what is wanted and was left as it is (a paused Database).
+    Held,
+}
+
+/// Whether applying `desired` would change `observed`; a missing object always would.
+pub fn would_change<K: Serialize>(desired: &K, observed: Option<&K>) -> Result<bool, Error> {
+    let Some(current) = observed else {
+        return Ok(true);
+    };
+    let serialize =
+        |o: &K| serde_json::to_value(o).map_err(|e| Error::Serialize("owned object", e));
+    let body = serialize(desired)?;
+    Ok(needs_apply(
+        &body,
+        &desired_hash(&body),
+        Some(&serialize(current)?),
+    ))
 }
 
 /// Applies `desired` unless `observed` already matches it; returns the object as the API

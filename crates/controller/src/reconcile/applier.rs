@@ -3,9 +3,11 @@
 //! here when written); once they all have, [`Applier::prune`] deletes every observed
 //! object this Database controls that the pass did not want: a budget a single instance
 //! no longer needs, a configuration file whose settings were removed, the scripts of a
-//! layout that has none. An object the Database does not control is never deleted, and
-//! never written: the preflight stops the pass before the first write when one is in the
-//! way, and a create that races with someone else's refuses to apply over it.
+//! layout that has none. For a paused Database the applier holds: it compares each
+//! object and notes what differs, and writes and deletes nothing. An object the
+//! Database does not control is never deleted, and never written: the preflight stops
+//! the pass before the first write when one is in the way, and a create that races with
+//! someone else's refuses to apply over it.
 
 use std::collections::HashSet;
 use std::fmt::Debug;
@@ -20,14 +22,26 @@ use serde::de::DeserializeOwned;
 use super::conflicts::is_controlled_by;
 use crate::context::Context;
 use crate::error::Error;
-use crate::objects::{Applied, apply, delete_if_present, delete_with};
+use crate::objects::{Applied, apply, delete_if_present, delete_with, would_change};
+
+/// Whether a pass writes, or only notes what it would write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Write,
+    /// A paused Database: every object is compared with what the spec asks for and
+    /// left as it is; what differs is noted for the Paused condition.
+    Hold,
+}
 
 /// Applies one Database's owned objects in one pass and prunes what it no longer wants.
 pub(crate) struct Applier<'a> {
     ctx: &'a Context,
     owner: &'a Database,
+    mode: Mode,
     /// Kind and name of every object this pass applied or otherwise keeps.
     wanted: Mutex<HashSet<(String, String)>>,
+    /// In hold mode, what the pass would have written or deleted.
+    held: Mutex<Vec<String>>,
 }
 
 impl<'a> Applier<'a> {
@@ -35,8 +49,42 @@ impl<'a> Applier<'a> {
         Self {
             ctx,
             owner,
+            mode: Mode::Write,
             wanted: Mutex::default(),
+            held: Mutex::default(),
         }
+    }
+
+    /// An applier that writes nothing (see [`Mode::Hold`]).
+    pub(crate) fn holding(ctx: &'a Context, owner: &'a Database) -> Self {
+        Self {
+            mode: Mode::Hold,
+            ..Self::new(ctx, owner)
+        }
+    }
+
+    pub(crate) fn is_holding(&self) -> bool {
+        self.mode == Mode::Hold
+    }
+
+    /// Notes, in hold mode, that the object of kind `K` named `name` would be written
+    /// (`deleted` when it would go).
+    pub(crate) fn note_held<K: Resource<DynamicType = ()>>(&self, name: &str, deleted: bool) {
+        let what = format!(
+            "{} {name}{}",
+            K::kind(&()),
+            if deleted { " (to be deleted)" } else { "" }
+        );
+        if let Ok(mut held) = self.held.lock() {
+            held.push(what);
+        }
+    }
+
+    /// What a holding pass left as it is, sorted.
+    pub(crate) fn held(&self) -> Vec<String> {
+        let mut held = self.held.lock().map(|h| h.clone()).unwrap_or_default();
+        held.sort();
+        held
     }
 
     /// The context the pass runs in.
@@ -55,6 +103,13 @@ impl<'a> Applier<'a> {
         K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + Debug,
     {
         self.keep::<K>(&desired.name_any());
+        if self.is_holding() {
+            if !would_change(desired, observed)? {
+                return Ok((observed.unwrap_or(desired).clone(), Applied::Unchanged));
+            }
+            self.note_held::<K>(&desired.name_any(), false);
+            return Ok((observed.unwrap_or(desired).clone(), Applied::Held));
+        }
         let (object, applied) = apply(api, desired, observed).await?;
         if applied != Applied::Unchanged {
             self.ctx.metrics.wrote("apply");
@@ -90,6 +145,10 @@ impl<'a> Applier<'a> {
                 name,
             });
         }
+        if self.is_holding() {
+            self.note_held::<K>(&name, true);
+            return Ok(());
+        }
         let params = DeleteParams {
             preconditions: Some(Preconditions {
                 uid: object.meta().uid.clone(),
@@ -113,6 +172,10 @@ impl<'a> Applier<'a> {
         };
         let name = object.name_any();
         if self.is_wanted::<K>(&name) || !is_controlled_by(object.meta(), self.owner) {
+            return Ok(());
+        }
+        if self.is_holding() {
+            self.note_held::<K>(&name, true);
             return Ok(());
         }
         if delete_if_present(api, &name).await? {
@@ -225,5 +288,53 @@ mod tests {
                 .contains("writes_total{action=\"apply\"} 1")
         );
         assert!(applier.is_wanted::<ConfigMap>("orders-topology"));
+    }
+
+    #[tokio::test]
+    async fn a_holding_applier_writes_nothing_and_notes_what_differs() {
+        let server = ScriptedApiServer::new();
+        let ctx = context(&server);
+        let db = owner();
+        let maps: Api<ConfigMap> = Api::namespaced(server.client(), "shop");
+        // An object as a writing pass left it: held, it matches.
+        let (current, _) = Applier::new(&ctx, &db)
+            .apply(&maps, &map("orders-topology", Some("a1b2c3")), None)
+            .await
+            .expect("created");
+        let writes_before = server.writes().len();
+        let applier = Applier::holding(&ctx, &db);
+        let (_, same) = applier
+            .apply(
+                &maps,
+                &map("orders-topology", Some("a1b2c3")),
+                Some(&current),
+            )
+            .await
+            .expect("compared");
+        assert_eq!(same, Applied::Unchanged);
+        let mut changed = map("orders-topology", Some("a1b2c3"));
+        changed.data = Some([("primary".to_owned(), "orders-1".to_owned())].into());
+        let (_, differs) = applier
+            .apply(&maps, &changed, Some(&current))
+            .await
+            .expect("compared");
+        assert_eq!(differs, Applied::Held);
+        applier
+            .prune(&maps, Some(&map("orders-config", Some("a1b2c3"))))
+            .await
+            .expect("compared");
+        assert_eq!(
+            server.writes().len(),
+            writes_before,
+            "{:?}",
+            server.writes()
+        );
+        assert_eq!(
+            applier.held(),
+            [
+                "ConfigMap orders-config (to be deleted)",
+                "ConfigMap orders-topology"
+            ]
+        );
     }
 }

@@ -108,21 +108,32 @@ async fn an_invalid_spec_writes_only_its_status_and_waits_for_a_change() {
 }
 
 #[tokio::test]
-async fn a_paused_database_reads_its_statefulset_and_writes_nothing_it_owns() {
+async fn a_paused_database_writes_nothing_it_owns_and_says_what_resuming_would_change() {
     let server = ScriptedApiServer::new();
     let mut db = orders(&postgres(), true);
     db.annotations_mut()
         .insert(PAUSED_ANNOTATION.to_owned(), "true".to_owned());
+    // A budget it no longer wants (one instance) stays too.
+    let budget = "/apis/policy/v1/namespaces/shop/poddisruptionbudgets/orders";
+    server.holds(
+        budget,
+        controlled("policy/v1", "PodDisruptionBudget", "orders"),
+    );
     let (result, _) = pass(&server, db).await;
     assert_eq!(result.expect("paused"), Action::AwaitChange);
     assert!(owned_writes(&server).is_empty(), "{:?}", server.writes());
-    let reads: Vec<String> = server.requests().into_iter().map(|r| r.path).collect();
-    assert_eq!(
-        reads.first().map(String::as_str),
-        Some(format!("{STATEFULSETS}/orders").as_str())
-    );
     let status = written_status(&server);
-    assert_eq!(condition(&status, "Paused")["status"], "True");
+    let paused = condition(&status, "Paused");
+    assert_eq!(paused["status"], "True");
+    let message = paused["message"].as_str().unwrap_or_default();
+    for held in [
+        "StatefulSet orders",
+        "Service orders-rw",
+        "Secret orders-credentials",
+        "PodDisruptionBudget orders (to be deleted)",
+    ] {
+        assert!(message.contains(held), "{held} missing from: {message}");
+    }
 }
 
 #[tokio::test]

@@ -28,6 +28,7 @@ use kube::ResourceExt;
 use kube::api::Api;
 use operator_runtime::Action;
 
+use self::applier::Applier;
 use self::notify::publish;
 pub(crate) use self::owned::{Observed, init_scripts};
 use self::owned::{OwnedApis, OwnedPass, Shape};
@@ -126,23 +127,73 @@ async fn reconcile_inner(db: &Database, ctx: &Context) -> Result<Action, Error> 
         return Ok(Action::await_change());
     }
     if is_paused(db) {
-        let sets: Api<StatefulSet> = Api::namespaced(ctx.client.clone(), &namespace);
-        let name = db.name_any();
-        let (observed, ()) = tokio::try_join!(
-            get_opt(&sets, &name),
-            add_finalizer(ctx, &databases, db, first_pass),
-        )?;
-        let facts = Facts {
-            paused: true,
-            ..Facts::default()
-        };
-        write_status(ctx, &databases, db, observed.as_ref(), &facts, &now).await?;
-        return Ok(Action::await_change());
+        return Box::pin(hold_owned(
+            ctx, &databases, db, &namespace, &now, first_pass,
+        ))
+        .await;
     }
     Box::pin(apply_owned(
         ctx, &databases, db, &namespace, &now, first_pass,
     ))
     .await
+}
+
+/// A paused Database: its owned objects are read and compared with what the spec asks
+/// for, and nothing it owns is written (the finalizer still goes on, so a deletion is
+/// still cleaned up); the Paused condition lists what differs.
+async fn hold_owned(
+    ctx: &Context,
+    databases: &Api<Database>,
+    db: &Database,
+    namespace: &str,
+    now: &Time,
+    first_pass: bool,
+) -> Result<Action, Error> {
+    let apis = OwnedApis::new(&ctx.client, namespace);
+    let observed = Box::pin(apis.observe(db)).await?;
+    // The claims' size as the StatefulSet has it: a resize is a write too.
+    let template_storage = observed
+        .statefulset
+        .as_ref()
+        .and_then(storage::template_gi)
+        .map_or_else(|| db.spec.storage.clone(), |(_, size)| size);
+    let shape = Shape::of(db, &observed, now);
+    let pass = OwnedPass {
+        ctx,
+        databases,
+        db,
+        apis: &apis,
+        observed: &observed,
+        shape: &shape,
+    };
+    let applier = Applier::holding(ctx, db);
+    // Pausing is how people get the operator out of the way while they fix something
+    // by hand, so a comparison that fails is reported, not retried.
+    let degraded = Box::pin(pass.write(&applier, &template_storage, first_pass))
+        .await
+        .err()
+        .map(|error| {
+            (
+                reason::DEGRADED,
+                format!("the owned objects could not be compared with the spec: {error}"),
+            )
+        });
+    let facts = Facts {
+        paused: true,
+        held: applier.held(),
+        degraded,
+        ..Facts::default()
+    };
+    write_status(
+        ctx,
+        databases,
+        db,
+        observed.statefulset.as_ref(),
+        &facts,
+        now,
+    )
+    .await?;
+    Ok(Action::await_change())
 }
 
 /// Adds the finalizer on a Database's first pass.
@@ -199,7 +250,7 @@ async fn apply_owned(
         observed: &observed,
         shape: &shape,
     };
-    let set = Box::pin(pass.write(&template_storage, first_pass)).await?;
+    let set = Box::pin(pass.write(&Applier::new(ctx, db), &template_storage, first_pass)).await?;
     let (facts, requeue) = Box::pin(pass.engine_steps(namespace, &set, now, facts)).await?;
     write_status(ctx, databases, db, Some(&set), &facts, now).await?;
     let running = status::compute(

@@ -54,7 +54,7 @@ pub(super) async fn announce(
             )
             .await;
         }
-        (Applied::Unchanged, _) => {}
+        (Applied::Unchanged | Applied::Held, _) => {}
     }
 }
 

@@ -161,12 +161,12 @@ impl OwnedPass<'_> {
     /// returns the StatefulSet as the API server has it.
     pub(super) async fn write(
         &self,
+        applier: &Applier<'_>,
         template_storage: &str,
         first_pass: bool,
     ) -> Result<StatefulSet, Error> {
         let (ctx, db, apis, observed, shape) =
             (self.ctx, self.db, self.apis, self.observed, self.shape);
-        let applier = Applier::new(ctx, db);
         let desired_set = build_statefulset(
             &keeping_the_primary(&shape.as_run, shape.replicated, &shape.named, shape.span),
             &ctx.settings.build,
@@ -175,7 +175,7 @@ impl OwnedPass<'_> {
         );
         // The configuration file is in place before a template that mounts it rolls out.
         apply_config(
-            &applier,
+            applier,
             &apis.configmaps,
             &shape.as_run,
             observed.config.as_ref(),
@@ -192,7 +192,7 @@ impl OwnedPass<'_> {
             .apply(&apis.sets, &desired_set, observed.statefulset.as_ref())
             .await?;
         Box::pin(apply_the_rest(
-            &applier,
+            applier,
             self.databases,
             db,
             apis,
@@ -204,7 +204,7 @@ impl OwnedPass<'_> {
         .await?;
         // Only now that every wanted object is in place do leftovers go: the
         // StatefulSet no longer mounts a configuration file about to be deleted.
-        Box::pin(prune_leftovers(&applier, apis, observed)).await?;
+        Box::pin(prune_leftovers(applier, apis, observed)).await?;
         announce(ctx, db, observed.statefulset.as_ref(), set_applied).await;
         Ok(set)
     }
@@ -334,23 +334,7 @@ pub(super) async fn apply_the_rest(
     first_pass: bool,
 ) -> Result<(), Error> {
     let ctx = applier.context();
-    let secrets = async {
-        let credentials =
-            ensure_credentials(ctx, &apis.secrets, db, observed.credentials.clone()).await?;
-        applier.keep::<Secret>(&credentials_secret_name(db));
-        let connection =
-            build_connection_secret(db, &credentials, &ctx.settings.build.cluster_domain);
-        // A Secret's type cannot change in place: one made before it was a Service
-        // Binding Secret is replaced.
-        let current = match observed.connection.as_ref() {
-            Some(old) if old.type_ != connection.type_ => {
-                applier.remove(&apis.secrets, old).await?;
-                None
-            }
-            current => current,
-        };
-        applier.apply(&apis.secrets, &connection, current).await
-    };
+    let secrets = apply_secrets(applier, apis, db, observed);
     let init = async {
         if let Some(desired) = init_scripts(db, layout) {
             applier
@@ -388,6 +372,37 @@ pub(super) async fn apply_the_rest(
         budget,
         add_finalizer(ctx, databases, db, first_pass),
     )?;
+    Ok(())
+}
+
+/// The credentials Secret (created once, never rewritten) and the connection Secret
+/// derived from it.
+async fn apply_secrets(
+    applier: &Applier<'_>,
+    apis: &OwnedApis,
+    db: &Database,
+    observed: &Observed,
+) -> Result<(), Error> {
+    let ctx = applier.context();
+    applier.keep::<Secret>(&credentials_secret_name(db));
+    if applier.is_holding() && observed.credentials.is_none() {
+        // Nothing to derive the connection Secret from until credentials exist.
+        applier.note_held::<Secret>(&credentials_secret_name(db), false);
+        return Ok(());
+    }
+    let credentials =
+        ensure_credentials(ctx, &apis.secrets, db, observed.credentials.clone()).await?;
+    let connection = build_connection_secret(db, &credentials, &ctx.settings.build.cluster_domain);
+    // A Secret's type cannot change in place: one made before it was a Service
+    // Binding Secret is replaced.
+    let current = match observed.connection.as_ref() {
+        Some(old) if old.type_ != connection.type_ => {
+            applier.remove(&apis.secrets, old).await?;
+            None
+        }
+        current => current,
+    };
+    applier.apply(&apis.secrets, &connection, current).await?;
     Ok(())
 }
 

@@ -25,6 +25,8 @@ pub struct Facts {
     pub invalid: Option<String>,
     /// The paused annotation is set.
     pub paused: bool,
+    /// While paused: the owned objects that differ from what the spec asks for.
+    pub held: Vec<String>,
     /// The Database is being deleted.
     pub terminating: bool,
     /// A write failed or a change was refused: (reason, message).
@@ -217,10 +219,15 @@ fn last_backup_condition(facts: &Facts) -> Option<Verdict> {
 /// The Paused condition: whether the paused annotation holds reconciliation.
 fn paused_condition(facts: &Facts) -> Verdict {
     if facts.paused {
+        let held = if facts.held.is_empty() {
+            "every owned object matches the spec".to_owned()
+        } else {
+            format!("resuming will change {}", facts.held.join(", "))
+        };
         (
             true,
             reason::PAUSED,
-            "reconciliation paused by the mycompany.io/paused annotation".to_owned(),
+            format!("reconciliation paused by the mycompany.io/paused annotation; {held}"),
         )
     } else {
         (false, reason::RECONCILING, String::new())
