@@ -396,6 +396,7 @@ impl<W: Write> Write for Counted<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use testenv::toolkit::buffer::SharedBuffer;
 
     /// Text that compresses about as well as a SQL dump does.
     fn dump_like(bytes: usize) -> Vec<u8> {
@@ -429,16 +430,13 @@ mod tests {
             written.stored_bytes < written.source_bytes / 2,
             "{written:?}"
         );
-        let out = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let out = SharedBuffer::default();
         let read = store
-            .download("shop/orders/1.sql.gz", Shared(out.clone()))
+            .download("shop/orders/1.sql.gz", out.clone())
             .await
             .expect("downloaded");
         assert_eq!(read, data.len() as u64);
-        assert!(
-            *out.lock().expect("lock") == data,
-            "the dump came back altered"
-        );
+        assert!(out.contents() == data, "the dump came back altered");
 
         let failed = store
             .upload("shop/orders/2.sql.gz", std::io::Cursor::new(data), async {
@@ -478,21 +476,5 @@ mod tests {
         assert_eq!(part_bytes(0), 16 << 20);
         assert_eq!(part_bytes(999), 16 << 20);
         assert_eq!(part_bytes(1000), 32 << 20);
-    }
-
-    #[derive(Clone)]
-    struct Shared(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-    impl Write for Shared {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0
-                .lock()
-                .map_err(|_| std::io::Error::other("poisoned"))?
-                .extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
     }
 }

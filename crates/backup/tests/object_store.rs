@@ -2,12 +2,10 @@
 //! its own CA): a dump streamed in parts and read back whole, a failed dump leaving no
 //! object, a missing bucket refused by name, deletion.
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
-
 use database_backup::s3::{Bucket, BucketConfig, Credentials};
 use database_backup::store::{Error, Store};
 use testenv::object_store::ObjectStore;
+use testenv::toolkit::buffer::SharedBuffer;
 
 const BUCKET: &str = "backups";
 
@@ -47,22 +45,6 @@ fn dump_like(bytes: usize) -> Vec<u8> {
     out
 }
 
-#[derive(Clone, Default)]
-struct Collected(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Collected {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .map_err(|_| std::io::Error::other("poisoned"))?
-            .extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[tokio::test]
 async fn a_dump_of_several_parts_is_stored_and_read_back_whole() {
     let server = ObjectStore::start("127.0.0.1")
@@ -89,14 +71,13 @@ async fn a_dump_of_several_parts_is_stored_and_read_back_whole() {
     );
     assert_eq!(server.keys(BUCKET), [key]);
 
-    let collected = Collected::default();
+    let collected = SharedBuffer::default();
     let read = store
         .download(key, collected.clone())
         .await
         .expect("downloaded");
     assert_eq!(read, data.len() as u64);
-    let same = *collected.0.lock().expect("lock") == data;
-    assert!(same, "the dump came back altered");
+    assert!(collected.contents() == data, "the dump came back altered");
 
     store.delete(key).await.expect("deleted");
     assert_eq!(bucket.size(key).await.expect("looked up"), None);

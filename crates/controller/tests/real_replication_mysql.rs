@@ -14,7 +14,10 @@ use testenv::toolkit::failover::{
     kill_the_primary_under_writes, lose_the_primary, replicated, scale_and_wait_replicated,
     switchover_under_writes, three_with_a_short_bound, write_from,
 };
-use testenv::toolkit::real_tier::{cordon, enforce_restricted, exec, run_client, wait_for_answer};
+use testenv::toolkit::real_tier::{
+    assert_primary_and_lag, client_answers, cordon, enforce_restricted, exec, run_client,
+    wait_for_answer,
+};
 
 const CLIENT: &str = "mysql:9.7";
 /// Inserts row 2 through `-rw` from an instance's container, retrying once a second for
@@ -71,18 +74,10 @@ async fn assert_follows_with_rows(env: &Env, pod: &str, rows: usize) {
 async fn three_mysql_instances_are_one_primary_and_two_gtid_replicas() {
     let env = start().await;
     three_with_a_short_bound(&env, "mysql", "9.7").await;
-    let db = env.databases().get("orders").await.expect("database");
-    let status = db.status.expect("status");
-    assert_eq!(status.primary.as_deref(), Some("orders-0"));
-    assert!(
-        status
-            .instances
-            .iter()
-            .filter(|i| i.name != "orders-0")
-            .all(|i| i.lag_transactions.is_some() && i.lag_bytes.is_none()),
-        "mysql lag counts transactions: {:?}",
-        status.instances
-    );
+    assert_primary_and_lag(&env, "orders", "orders-0", "transactions", |i| {
+        i.lag_transactions.is_some() && i.lag_bytes.is_none()
+    })
+    .await;
 
     let (ok, output) = run_client(&env, "orders", CLIENT, &write_row(1)).await;
     assert!(ok, "{output}");
@@ -92,13 +87,15 @@ async fn three_mysql_instances_are_one_primary_and_two_gtid_replicas() {
         "RO_URI",
         r#"for i in $(seq 30); do item=$(sql "SELECT item FROM orders WHERE id = 1" 2>/dev/null) && [ -n "$item" ] && break; sleep 1; done; echo "$item"; sql "SELECT @@global.super_read_only"; if sql "INSERT INTO orders VALUES (9, 'x')" 2>/dev/null; then echo "a replica took a write"; fi"#,
     );
-    let (ok, output) = run_client(&env, "orders", CLIENT, &read).await;
-    assert!(ok, "{output}");
-    assert_eq!(
-        output.split_whitespace().collect::<Vec<_>>(),
-        ["tea", "1"],
-        "read on a read-only replica: {output}"
-    );
+    client_answers(
+        &env,
+        "orders",
+        CLIENT,
+        &read,
+        &["tea", "1"],
+        "read on a read-only replica",
+    )
+    .await;
     for replica in ["orders-1", "orders-2"] {
         assert_follows_with_rows(&env, replica, 1).await;
     }

@@ -2,8 +2,10 @@
 //! would otherwise copy from another: waiting until something holds ([`wait`]), a
 //! control plane with the CRDs and a namespace ([`cluster`]), kubectl ([`kubectl`]),
 //! Database objects ([`fixtures`]), the operator's command line ([`operator`]), and the
-//! steps of the real tier's scenarios ([`real_tier`], [`failover`]).
+//! steps of the real tier's scenarios ([`real_tier`], [`failover`]), and a writer to
+//! read back ([`buffer`]).
 
+pub mod buffer;
 pub mod cluster;
 pub mod failover;
 pub mod fixtures;

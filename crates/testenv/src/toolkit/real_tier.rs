@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use database_api::Database;
+use database_api::replication::InstanceStatus;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
@@ -38,6 +39,49 @@ pub async fn enforce_restricted(cluster: &Cluster) {
 /// Waits until Database `name` is Running and returns it.
 pub async fn wait_running(cluster: &Cluster, name: &str) -> Database {
     cluster.wait_running(name, REAL_WAIT).await
+}
+
+/// Reads Database `name` and checks that its status names `primary` and that every
+/// other instance reports its lag as the engine measures it (`lag`, in `unit`).
+pub async fn assert_primary_and_lag(
+    cluster: &Cluster,
+    name: &str,
+    primary: &str,
+    unit: &str,
+    lag: impl Fn(&InstanceStatus) -> bool,
+) {
+    let db = cluster.databases().get(name).await.expect("database");
+    let status = db.status.expect("status");
+    assert_eq!(status.primary.as_deref(), Some(primary));
+    let others: Vec<&InstanceStatus> = status
+        .instances
+        .iter()
+        .filter(|i| i.name != primary)
+        .collect();
+    assert!(
+        !others.is_empty() && others.iter().all(|i| lag(i)),
+        "lag in {unit}: {:?}",
+        status.instances
+    );
+}
+
+/// Runs `script` as [`run_client`] does and checks that it succeeds and prints the
+/// words `expected`, in order (`what` says what they prove).
+pub async fn client_answers(
+    cluster: &Cluster,
+    db: &str,
+    image: &str,
+    script: &str,
+    expected: &[&str],
+    what: &str,
+) {
+    let (ok, output) = run_client(cluster, db, image, script).await;
+    assert!(ok, "{what}: {output}");
+    assert_eq!(
+        output.split_whitespace().collect::<Vec<_>>(),
+        expected,
+        "{what}: {output}"
+    );
 }
 
 /// Runs `script` with `sh -c` in a one-off Pod of `image` (as uid 999, within the
