@@ -15,6 +15,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use testenv::toolkit::fixtures::database_object;
 use testenv::toolkit::kubectl::kubectl;
+use testenv::toolkit::refusal::refused;
 
 const MINIMAL: &str = "apiVersion: mycompany.io/v1
 kind: Database
@@ -108,35 +109,23 @@ async fn shrinking_storage_and_downgrading_a_major_version_are_refused_on_update
     .expect("created");
 
     let shrink = Patch::Merge(json!({"spec": {"storage": "50Gi"}}));
-    let err = api
+    let smaller = api
         .patch("orders-db", &PatchParams::default(), &shrink)
-        .await
-        .expect_err("storage may not shrink");
-    let kube::Error::Api(status) = err else {
-        panic!("expected an API error, got {err}")
-    };
-    assert!(
-        status
-            .message
-            .contains("spec.storage: may not shrink (from 100Gi to 50Gi)"),
-        "{}",
-        status.message
+        .await;
+    refused(
+        smaller,
+        "storage may not shrink",
+        &["spec.storage: may not shrink (from 100Gi to 50Gi)"],
     );
 
     let downgrade = Patch::Merge(json!({"spec": {"version": "15.8"}}));
-    let err = api
+    let downgraded = api
         .patch("orders-db", &PatchParams::default(), &downgrade)
-        .await
-        .expect_err("no major downgrade");
-    let kube::Error::Api(status) = err else {
-        panic!("expected an API error, got {err}")
-    };
-    assert!(
-        status
-            .message
-            .contains("spec.version: may not move back from 16.4 to 15.8"),
-        "{}",
-        status.message
+        .await;
+    refused(
+        downgraded,
+        "no major downgrade",
+        &["spec.version: may not move back from 16.4 to 15.8"],
     );
 
     // Allowed changes go through, with the webhook's warning on kubectl's stderr.
@@ -300,33 +289,17 @@ async fn a_scale_out_of_bounds_is_refused_naming_spec_replicas_and_changes_nothi
     .expect("created");
 
     let too_many = Patch::Merge(json!({"spec": {"replicas": 6}}));
-    let err = api
+    let scaled = api
         .patch_scale("orders-db", &PatchParams::default(), &too_many)
-        .await
-        .expect_err("6 replicas are refused");
-    let kube::Error::Api(status) = err else {
-        panic!("expected an API error, got {err}")
-    };
-    assert!(
-        status.message.contains("spec.replicas"),
-        "{}",
-        status.message
-    );
+        .await;
+    refused(scaled, "6 replicas are refused", &["spec.replicas"]);
 
     let mut scale = api.get_scale("orders-db").await.expect("scale");
     scale.spec.get_or_insert_default().replicas = Some(0);
-    let err = api
+    let scaled = api
         .replace_scale("orders-db", &PostParams::default(), &scale)
-        .await
-        .expect_err("0 replicas are refused");
-    let kube::Error::Api(status) = err else {
-        panic!("expected an API error, got {err}")
-    };
-    assert!(
-        status.message.contains("spec.replicas"),
-        "{}",
-        status.message
-    );
+        .await;
+    refused(scaled, "0 replicas are refused", &["spec.replicas"]);
 
     let (ok, stderr) = kubectl_scale(&plane, "orders-db", 7).await;
     assert!(!ok, "7 replicas were accepted");
