@@ -17,8 +17,9 @@ COPY crates/crdgen/Cargo.toml crates/crdgen/
 COPY crates/testenv/Cargo.toml crates/testenv/
 COPY crates/backup/Cargo.toml crates/backup/
 COPY crates/e2e/Cargo.toml crates/e2e/
+COPY crates/plugin/Cargo.toml crates/plugin/
 COPY xtask/Cargo.toml xtask/
-RUN for crate in crates/api crates/runtime crates/controller crates/webhook crates/crdgen crates/testenv crates/backup crates/e2e xtask; do \
+RUN for crate in crates/api crates/runtime crates/controller crates/webhook crates/crdgen crates/testenv crates/backup crates/e2e crates/plugin xtask; do \
         mkdir -p "$crate/src" && touch "$crate/src/lib.rs" && echo 'fn main() {}' > "$crate/src/main.rs"; \
     done \
     && cargo build --locked --release -p database-controller -p database-webhook -p database-backup \
