@@ -269,6 +269,9 @@ impl ControlPlane {
             ));
             args.push(format!("--audit-log-path={}", audit.display()));
             args.push("--audit-log-format=json".into());
+            // One file, never rotated (the default rotates at 100 MB, about 10,000
+            // Databases' writes), so readers see every request.
+            args.push("--audit-log-maxsize=1000000".into());
         }
         Ok(args)
     }
@@ -400,6 +403,16 @@ impl ControlPlane {
     /// Path of the admin kubeconfig (user `admin` in `system:masters`).
     pub fn kubeconfig(&self) -> &Path {
         &self.kubeconfig
+    }
+
+    /// The process ids of the components named `name` (`kube-apiserver`, `etcd`, ...),
+    /// for a benchmark that reads their CPU time.
+    pub fn pids_of(&self, name: &str) -> Vec<u32> {
+        self.processes
+            .iter()
+            .filter(|p| p.name() == name)
+            .map(Process::pid)
+            .collect()
     }
 
     /// The CA that signed the API server's certificate and every client certificate.

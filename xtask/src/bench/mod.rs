@@ -447,14 +447,16 @@ fn print_verbs(verbs: &verbs::Verbs) {
 
 fn print_scales(scales: &[Scale]) {
     println!(
-        "\n| Databases | converge s | RSS peak MiB | RSS idle MiB | CPU s reconciling | CPU s idle (window) | writes/min idle |"
+        "\n| Databases | converge s | writes per Database | API server + etcd CPU s per 1,000 | RSS peak MiB | RSS idle MiB | CPU s reconciling | CPU s idle (window) | writes/min idle |"
     );
-    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     for s in scales {
         println!(
-            "| {} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} ({:.0} s) | {:.1} |",
+            "| {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} ({:.0} s) | {:.1} |",
             s.databases,
             s.converge_seconds,
+            s.writes_per_database,
+            s.server_cpu_per_thousand,
             s.rss_peak_mib,
             s.rss_idle_mib,
             s.cpu_reconciling_seconds,
@@ -564,6 +566,7 @@ fn scales_json(scales: &[Scale]) -> Value {
         "rss_peak_mib": round(s.rss_peak_mib), "rss_idle_mib": round(s.rss_idle_mib),
         "cpu_reconciling_seconds": round(s.cpu_reconciling_seconds), "cpu_idle_seconds": round(s.cpu_idle_seconds),
         "idle_window_seconds": s.idle_window_seconds, "steady_writes_per_minute": round(s.steady_writes_per_minute),
+        "writes_per_database": round(s.writes_per_database), "server_cpu_seconds_per_thousand": round(s.server_cpu_per_thousand),
     })).collect()
 }
 

@@ -19,6 +19,12 @@ pub struct Scale {
     pub cpu_idle_seconds: f64,
     pub idle_window_seconds: f64,
     pub steady_writes_per_minute: f64,
+    /// The controller's write requests while the Databases converged, per Database.
+    pub writes_per_database: f64,
+    /// CPU seconds of the API server and etcd while they converged, per 1,000
+    /// Databases (the benchmark's creates and readiness writes included, as they are
+    /// for any controller measured this way).
+    pub server_cpu_per_thousand: f64,
 }
 
 /// Runs on the apiserver-only tier with StatefulSet readiness written by the benchmark
@@ -38,28 +44,14 @@ pub async fn measure_scale(
     .await?;
 
     let cpu_start = cpu_seconds(pid).unwrap_or(0.0);
+    let server_cpu_start = server_cpu(&bench);
+    let writes_start = bench.controller_writes();
     let started = Instant::now();
-    let mut peak = rss_mib(pid).unwrap_or(0.0);
-    if databases > 0 {
-        let watches = Watches::start(&bench.client);
-        let creating = measure(
-            &bench,
-            &watches,
-            "scale",
-            databases,
-            64,
-            Duration::from_secs(1800),
-        );
-        let mut creating = std::pin::pin!(creating);
-        loop {
-            tokio::select! {
-                result = &mut creating => { result?; break; }
-                () = tokio::time::sleep(Duration::from_millis(200)) => peak = peak.max(rss_mib(pid).unwrap_or(0.0)),
-            }
-        }
-    }
+    let peak = converge(&bench, pid, databases).await?;
     let converge_seconds = started.elapsed().as_secs_f64();
     let cpu_reconciling_seconds = cpu_seconds(pid).unwrap_or(0.0) - cpu_start;
+    let server_cpu_seconds = server_cpu(&bench) - server_cpu_start;
+    let converge_writes = bench.controller_writes() - writes_start;
 
     // Let the last status writes and their watch echoes settle, then watch it idle.
     tokio::time::sleep(Duration::from_secs(5)).await;
@@ -73,6 +65,8 @@ pub async fn measure_scale(
     drop(controller);
     #[allow(clippy::cast_precision_loss)]
     let steady_writes_per_minute = writes as f64 * 60.0 / idle_window.as_secs_f64();
+    #[allow(clippy::cast_precision_loss)]
+    let per = |total: f64| total / databases.max(1) as f64;
     Ok(Scale {
         databases,
         converge_seconds,
@@ -82,5 +76,42 @@ pub async fn measure_scale(
         cpu_idle_seconds,
         idle_window_seconds: idle_window.as_secs_f64(),
         steady_writes_per_minute,
+        #[allow(clippy::cast_precision_loss)]
+        writes_per_database: per(converge_writes as f64),
+        server_cpu_per_thousand: per(server_cpu_seconds) * 1000.0,
     })
+}
+
+/// Creates `databases` Databases and waits until all run; the controller's peak
+/// resident memory meanwhile.
+async fn converge(bench: &Bench, pid: u32, databases: usize) -> anyhow::Result<f64> {
+    let mut peak = rss_mib(pid).unwrap_or(0.0);
+    if databases == 0 {
+        return Ok(peak);
+    }
+    let watches = Watches::start(&bench.client);
+    let creating = measure(
+        bench,
+        &watches,
+        "scale",
+        databases,
+        64,
+        Duration::from_secs(1800),
+    );
+    let mut creating = std::pin::pin!(creating);
+    loop {
+        tokio::select! {
+            result = &mut creating => { result?; return Ok(peak); }
+            () = tokio::time::sleep(Duration::from_millis(200)) => peak = peak.max(rss_mib(pid).unwrap_or(0.0)),
+        }
+    }
+}
+
+/// CPU seconds the API server and etcd have used so far.
+fn server_cpu(bench: &Bench) -> f64 {
+    ["kube-apiserver", "etcd"]
+        .iter()
+        .flat_map(|name| bench.plane.pids_of(name))
+        .filter_map(cpu_seconds)
+        .sum()
 }
