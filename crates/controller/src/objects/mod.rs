@@ -29,19 +29,25 @@ pub enum Applied {
     Held,
 }
 
-/// Whether applying `desired` would change `observed`; a missing object always would.
-pub fn would_change<K: Serialize>(desired: &K, observed: Option<&K>) -> Result<bool, Error> {
-    let Some(current) = observed else {
-        return Ok(true);
-    };
+/// `desired` as the body an apply sends, its hash, and whether applying it would change
+/// `observed` (a missing object always would): the one comparison both a writing and a
+/// holding pass make.
+fn compare<K: Serialize>(
+    desired: &K,
+    observed: Option<&K>,
+) -> Result<(Value, String, bool), Error> {
     let serialize =
         |o: &K| serde_json::to_value(o).map_err(|e| Error::Serialize("owned object", e));
     let body = serialize(desired)?;
-    Ok(needs_apply(
-        &body,
-        &desired_hash(&body),
-        Some(&serialize(current)?),
-    ))
+    let hash = desired_hash(&body);
+    let observed_json = observed.map(serialize).transpose()?;
+    let changes = needs_apply(&body, &hash, observed_json.as_ref());
+    Ok((body, hash, changes))
+}
+
+/// Whether applying `desired` would change `observed`; a missing object always would.
+pub fn would_change<K: Serialize>(desired: &K, observed: Option<&K>) -> Result<bool, Error> {
+    compare(desired, observed).map(|(_, _, changes)| changes)
 }
 
 /// Applies `desired` unless `observed` already matches it; returns the object as the API
@@ -56,12 +62,8 @@ where
     K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + Debug,
 {
     let name = desired.name_any();
-    let serialize =
-        |o: &K| serde_json::to_value(o).map_err(|e| Error::Serialize("owned object", e));
-    let mut body = serialize(desired)?;
-    let hash = desired_hash(&body);
-    let observed_json = observed.map(serialize).transpose()?;
-    if let (Some(current), false) = (observed, needs_apply(&body, &hash, observed_json.as_ref())) {
+    let (mut body, hash, changes) = compare(desired, observed)?;
+    if let (Some(current), false) = (observed, changes) {
         return Ok((current.clone(), Applied::Unchanged));
     }
     body["metadata"]["annotations"][HASH_ANNOTATION] = Value::String(hash.clone());
