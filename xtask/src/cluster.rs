@@ -109,7 +109,7 @@ impl Tier {
             Self::ApiServer => Options::default(),
             Self::Full => Options::full(),
             Self::Real => {
-                let ids: Vec<&str> = testenv::images::RECIPES.iter().map(|r| r.id).collect();
+                let ids: Vec<&str> = testenv::images::all().map(|r| r.id).collect();
                 Options::real(&ids)
             }
         }

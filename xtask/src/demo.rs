@@ -126,7 +126,7 @@ async fn start_plane(real: bool) -> anyhow::Result<ControlPlane> {
         println!(
             "demo: starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and a real node"
         );
-        let images: Vec<&str> = testenv::images::RECIPES.iter().map(|r| r.id).collect();
+        let images: Vec<&str> = testenv::images::all().map(|r| r.id).collect();
         Ok(ControlPlane::start(Options::real(&images)).await?)
     } else {
         println!(

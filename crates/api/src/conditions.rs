@@ -18,6 +18,8 @@ pub const PAUSED: &str = "Paused";
 pub const LAST_BACKUP_SUCCEEDED: &str = "LastBackupSucceeded";
 /// Whether a Database created from a dump (`spec.restoreFrom`) has it restored.
 pub const RESTORED: &str = "Restored";
+/// Whether the exporter's database user is in place (`spec.monitoring.enabled`).
+pub const MONITORING_READY: &str = "MonitoringReady";
 
 /// Condition status values.
 pub const TRUE: &str = "True";

@@ -13,6 +13,7 @@ use k8s_openapi::api::core::v1::{
 
 use crate::backup::{BackupSchedule, BackupsStatus, RestoreSource};
 use crate::exposure::{ClientService, PodMetadata};
+use crate::monitoring::Monitoring;
 use crate::replication::{InstanceStatus, Replication};
 
 /// Replicas when the user gives none; the CRD schema carries it so the API server applies it.
@@ -184,6 +185,10 @@ pub struct DatabaseSpec {
     /// The client Service (`<name>-rw`): its type and annotations.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service: Option<ClientService>,
+
+    /// An exporter sidecar serving the engine's metrics to Prometheus.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub monitoring: Option<Monitoring>,
 }
 
 impl DatabaseSpec {
@@ -208,6 +213,7 @@ impl DatabaseSpec {
             pod_metadata: None,
             parameters: None,
             service: None,
+            monitoring: None,
         }
     }
 }

@@ -10,6 +10,7 @@ pub mod constants;
 mod database;
 pub mod defaults;
 pub mod exposure;
+pub mod monitoring;
 pub mod parameters;
 pub mod quantity;
 pub mod replication;

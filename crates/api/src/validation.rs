@@ -113,7 +113,23 @@ pub fn validate(db: &Database, limits: &Limits) -> Outcome {
     backup::check_restore(&db.spec, &mut outcome);
     pods::check(&db.spec, &mut outcome);
     parameters::check(&db.spec, &mut outcome);
+    check_monitoring(&db.spec, &mut outcome);
     outcome
+}
+
+fn check_monitoring(spec: &DatabaseSpec, outcome: &mut Outcome) {
+    let Some(image) = spec.monitoring.as_ref().and_then(|m| m.image.as_deref()) else {
+        return;
+    };
+    if image.is_empty() || image.chars().any(char::is_whitespace) {
+        outcome.error(
+            "spec.monitoring.image",
+            format!(
+                "must be an image reference without spaces, such as {}, or be left out for that default",
+                crate::monitoring::exporter(spec.engine).image
+            ),
+        );
+    }
 }
 
 fn check_name(meta: &ObjectMeta, outcome: &mut Outcome) {

@@ -27,8 +27,12 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
-    #[error("Creating the credentials Secret failed: {}", api_message(.0))]
-    CreateCredentials(#[source] kube::Error),
+    #[error("Creating the Secret {name} failed: {}", api_message(.source))]
+    CreateSecret {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
     #[error("Generating credentials failed: {0}")]
     GenerateCredentials(#[from] RandomUnavailable),
     #[error("The {0}; restore the Secret or delete it to have new credentials generated")]
@@ -68,7 +72,7 @@ impl Error {
             Error::Observe { .. } => "observe",
             Error::Apply { .. } => "apply",
             Error::Delete { .. } => "delete",
-            Error::CreateCredentials(_) | Error::GenerateCredentials(_) => "credentials",
+            Error::CreateSecret { .. } | Error::GenerateCredentials(_) => "credentials",
             Error::BrokenCredentials(_) => "broken_credentials",
             Error::AddFinalizer(_) | Error::RemoveFinalizer(_) => "finalizer",
             Error::PatchStatus(_) => "status",

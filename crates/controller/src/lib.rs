@@ -12,6 +12,7 @@ pub mod exec;
 pub mod keys;
 pub mod layout;
 pub mod metrics;
+pub mod monitoring;
 pub mod objects;
 pub mod reconcile;
 pub mod replication;

@@ -173,12 +173,22 @@ impl Metrics {
 
     /// Counts one failed backup of a Database.
     pub fn backup_failed(&self, namespace: &str, database: &str) {
+        self.backups_scheduled(namespace, database);
         self.backup_failures
             .get_or_create(&DatabaseLabels {
                 namespace: namespace.to_owned(),
                 database: database.to_owned(),
             })
             .inc();
+    }
+
+    /// Shows a Database with scheduled backups at 0 failures, so its first failure is
+    /// an increase an alert's `increase()` sees, not a series appearing at 1.
+    pub fn backups_scheduled(&self, namespace: &str, database: &str) {
+        let _ = self.backup_failures.get_or_create(&DatabaseLabels {
+            namespace: namespace.to_owned(),
+            database: database.to_owned(),
+        });
     }
 
     /// The metrics in OpenMetrics text format.
@@ -202,6 +212,19 @@ mod tests {
         let text = metrics.encode();
         assert!(
             text.contains("database_controller_writes_total{action=\"apply\"} 2"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_database_with_scheduled_backups_starts_at_no_failures() {
+        let metrics = Metrics::default();
+        metrics.backups_scheduled("shop", "orders");
+        let text = metrics.encode();
+        assert!(
+            text.contains(
+                "database_controller_backup_failures_total{namespace=\"shop\",database=\"orders\"} 0"
+            ),
             "{text}"
         );
     }

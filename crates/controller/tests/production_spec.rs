@@ -270,3 +270,100 @@ async fn bad_values_are_refused_naming_the_field_and_the_storage_class_cannot_ch
         .expect_err("refused");
     assert!(error.to_string().contains("spec.service.type"), "{error}");
 }
+
+#[tokio::test]
+async fn monitoring_adds_the_exporter_with_its_own_user_secret_made_once() {
+    let env = Env::start(Options::default()).await;
+    env.create_database(
+        "orders",
+        json!({"engine": "postgres", "version": "17", "storage": "1Gi"}),
+    )
+    .await;
+    let sets: Api<StatefulSet> = env.api();
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = env.api();
+    let containers = |set: &StatefulSet| -> Vec<String> {
+        set.spec
+            .iter()
+            .flat_map(|s| s.template.spec.iter())
+            .flat_map(|p| &p.containers)
+            .map(|c| c.name.clone())
+            .collect()
+    };
+    assert_eq!(containers(&wait_for(&sets, "orders").await), ["database"]);
+    assert!(
+        secrets
+            .get_opt("orders-monitor")
+            .await
+            .expect("read")
+            .is_none()
+    );
+
+    env.patch_database("orders", json!({"spec": {"monitoring": {"enabled": true}}}))
+        .await;
+    let set = eventually(WAIT, "the exporter in the Pod template", || async {
+        let set = sets.get("orders").await.ok()?;
+        (containers(&set) == ["database", "exporter"]).then_some(set)
+    })
+    .await;
+    let pod = set.spec.and_then(|s| s.template.spec).expect("pod spec");
+    let exporter = &pod.containers[1];
+    let port = &exporter.ports.as_ref().expect("ports")[0];
+    assert_eq!(
+        (port.name.as_deref(), port.container_port),
+        (Some("metrics"), 9187)
+    );
+    assert_eq!(
+        exporter.image.as_deref(),
+        Some("quay.io/prometheuscommunity/postgres-exporter:v0.17.1")
+    );
+    let database_env = pod.containers[0].env.as_ref().expect("env");
+    assert!(
+        database_env
+            .iter()
+            .any(|e| e.name == "DATABASE_MONITOR_PASSWORD"),
+        "the database container gets the password the controller creates the user with"
+    );
+    let secret = wait_for(&secrets, "orders-monitor").await;
+    assert_eq!(secret.type_.as_deref(), Some("kubernetes.io/basic-auth"));
+    let owner = secret.metadata.owner_references.as_ref().expect("owned")[0].clone();
+    assert_eq!(
+        (owner.kind.as_str(), owner.controller),
+        ("Database", Some(true))
+    );
+    // No instance is ready on this tier, so the user waits, and says why.
+    let what = "MonitoringReady False while no primary is ready";
+    let waiting = eventually(WAIT, what, || async {
+        let status = env.databases().get("orders").await.ok()?.status?;
+        database_api::conditions::find(&status.conditions, "MonitoringReady")
+            .filter(|c| c.status == "False" && c.reason == "UserPending")
+            .cloned()
+    })
+    .await;
+    assert!(
+        waiting.message.contains("ready primary"),
+        "{}",
+        waiting.message
+    );
+
+    // Turned off and on again, the exporter keeps the password it had.
+    env.patch_database(
+        "orders",
+        json!({"spec": {"monitoring": {"enabled": false}}}),
+    )
+    .await;
+    eventually(WAIT, "the exporter gone from the Pod template", || async {
+        let set = sets.get("orders").await.ok()?;
+        (containers(&set) == ["database"]).then_some(())
+    })
+    .await;
+    env.patch_database("orders", json!({"spec": {"monitoring": {"enabled": true}}}))
+        .await;
+    eventually(WAIT, "the exporter back", || async {
+        let set = sets.get("orders").await.ok()?;
+        (containers(&set).len() == 2).then_some(())
+    })
+    .await;
+    let again = secrets.get("orders-monitor").await.expect("Secret kept");
+    assert_eq!(again.data, secret.data, "the password was never replaced");
+    assert_eq!(again.metadata.uid, secret.metadata.uid);
+}

@@ -49,6 +49,9 @@ pub enum VersionFrom {
     Package(&'static str),
     /// A fixed version, for software that is not a Debian package.
     Fixed(&'static str),
+    /// The upstream version of an installed Debian package as one release tag,
+    /// `v0.17.1`, the way the Prometheus exporters tag their images.
+    Release(&'static str),
 }
 
 /// Software an image takes from a registry other than Debian's.
@@ -254,9 +257,69 @@ pub const RECIPES: &[Recipe] = &[
     },
 ];
 
+/// The image user of the exporters: the Database's Pod runs every container as the
+/// database image's uid, 999, so the exporter has the same.
+const EXPORTER_USER: User = User {
+    name: "exporter",
+    uid: 999,
+    home: "/nonexistent",
+};
+
+/// A Prometheus community exporter from its Debian package, started as its official
+/// image starts it (`/bin/<name>`).
+macro_rules! exporter {
+    ($id:literal, $repository:literal, $package:literal, $binary:literal, $port:literal) => {
+        Recipe {
+            id: $id,
+            repository: $repository,
+            suite: "trixie",
+            packages: &[$package],
+            version: VersionFrom::Release($package),
+            downloads: &[],
+            user: EXPORTER_USER,
+            preseed: &[],
+            files: &[],
+            setup: &[concat!("ln -sf /usr/bin/", $package, " /usr/bin/", $binary)],
+            env: &[(
+                "PATH",
+                "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            )],
+            entrypoint: &[concat!("/bin/", $binary)],
+            cmd: &[],
+            ports: &[$port],
+            volumes: &[],
+            stop_signal: "SIGTERM",
+        }
+    };
+}
+
+/// The exporters a Database with `spec.monitoring.enabled` runs beside its server. The
+/// mongodb one (percona/mongodb_exporter) is served by no reachable registry.
+pub const EXPORTERS: &[Recipe] = &[
+    exporter!(
+        "postgres-exporter",
+        "quay.io/prometheuscommunity/postgres-exporter",
+        "prometheus-postgres-exporter",
+        "postgres_exporter",
+        "9187/tcp"
+    ),
+    exporter!(
+        "mysqld-exporter",
+        "quay.io/prometheus/mysqld-exporter",
+        "prometheus-mysqld-exporter",
+        "mysqld_exporter",
+        "9104/tcp"
+    ),
+];
+
+/// Every recipe: the engines' images, then the exporters'.
+pub fn all() -> impl Iterator<Item = &'static Recipe> {
+    RECIPES.iter().chain(EXPORTERS)
+}
+
 /// The recipe with `id`.
 pub fn recipe(id: &str) -> Option<&'static Recipe> {
-    RECIPES.iter().find(|r| r.id == id)
+    all().find(|r| r.id == id)
 }
 
 /// Where built images are cached: `<cache root>/images`.
@@ -315,11 +378,12 @@ mod tests {
 
     #[test]
     fn every_recipe_has_a_unique_id_and_runs_as_uid_999() {
-        let mut ids: Vec<&str> = RECIPES.iter().map(|r| r.id).collect();
+        let mut ids: Vec<&str> = RECIPES.iter().chain(EXPORTERS).map(|r| r.id).collect();
         ids.sort_unstable();
         ids.dedup();
-        assert_eq!(ids.len(), RECIPES.len());
-        assert!(RECIPES.iter().all(|r| r.user.uid == 999));
+        assert_eq!(ids.len(), RECIPES.len() + EXPORTERS.len());
+        assert!(RECIPES.iter().chain(EXPORTERS).all(|r| r.user.uid == 999));
+        assert!(EXPORTERS.iter().all(|e| recipe(e.id).is_some()));
     }
 
     #[test]

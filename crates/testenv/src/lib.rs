@@ -29,6 +29,7 @@ pub mod object_store;
 mod pki;
 mod ports;
 pub mod process;
+pub mod prometheus;
 pub mod real;
 pub mod scripted;
 pub mod toolkit;

@@ -14,7 +14,7 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use clap::Subcommand;
 use serde_json::json;
-use testenv::images::{self, OPERATOR_ID, PAUSE_ID, PAUSE_IMAGE, RECIPES, Recipe, VersionFrom};
+use testenv::images::{self, OPERATOR_ID, PAUSE_ID, PAUSE_IMAGE, Recipe, VersionFrom};
 
 #[derive(Subcommand)]
 pub enum ImagesCommand {
@@ -40,7 +40,7 @@ pub fn run(command: ImagesCommand) -> anyhow::Result<()> {
 fn list() {
     for id in [PAUSE_ID, OPERATOR_ID]
         .into_iter()
-        .chain(RECIPES.iter().map(|r| r.id))
+        .chain(images::all().map(|r| r.id))
     {
         let references = images::references(id);
         if references.is_empty() {
@@ -67,7 +67,7 @@ pub fn ensure_built(ids: &[String]) -> anyhow::Result<()> {
         operator::build_binary()?;
         fresh_or_build(OPERATOR_ID, &operator::fingerprint(), operator::build)?;
     }
-    for recipe in RECIPES.iter().filter(|r| wanted(r.id)) {
+    for recipe in images::all().filter(|r| wanted(r.id)) {
         fresh_or_build(recipe.id, &fingerprint(recipe), |dir| {
             build_recipe(recipe, dir)
         })?;
@@ -109,6 +109,37 @@ fn fresh_or_build(
     Ok(())
 }
 
+/// The image's version, its tags, and where the version came from.
+fn version_and_tags(
+    recipe: &Recipe,
+    rootfs: &Path,
+) -> anyhow::Result<(String, Vec<String>, String)> {
+    let from_debian =
+        |package: &str, version: &str| format!("{package} {version} from Debian {}", recipe.suite);
+    Ok(match recipe.version {
+        VersionFrom::Package(package) => {
+            let version = rootfs::installed_version(rootfs, package)?;
+            let upstream = rootfs::upstream_version(&version);
+            let tags = rootfs::tags(&upstream);
+            (upstream, tags, from_debian(package, &version))
+        }
+        VersionFrom::Release(package) => {
+            let version = rootfs::installed_version(rootfs, package)?;
+            let release = format!("v{}", rootfs::upstream_version(&version));
+            (
+                release.clone(),
+                vec![release],
+                from_debian(package, &version),
+            )
+        }
+        VersionFrom::Fixed(version) => (
+            version.to_owned(),
+            rootfs::tags(version),
+            format!("{version} on Debian {}", recipe.suite),
+        ),
+    })
+}
+
 fn build_recipe(recipe: &Recipe, work: &Path) -> anyhow::Result<Vec<String>> {
     let files_dir = work.join("files");
     std::fs::create_dir_all(&files_dir)?;
@@ -131,20 +162,8 @@ fn build_recipe(recipe: &Recipe, work: &Path) -> anyhow::Result<Vec<String>> {
         &work.join("mmdebstrap.log"),
     )?;
     let _ = std::fs::remove_dir_all(work.join("downloads"));
-    let (upstream, source) = match recipe.version {
-        VersionFrom::Package(package) => {
-            let version = rootfs::installed_version(&rootfs, package)?;
-            (
-                rootfs::upstream_version(&version),
-                format!("{package} {version} from Debian {}", recipe.suite),
-            )
-        }
-        VersionFrom::Fixed(version) => (
-            version.to_owned(),
-            format!("{version} on Debian {}", recipe.suite),
-        ),
-    };
-    let references: Vec<String> = rootfs::tags(&upstream)
+    let (upstream, tags, source) = version_and_tags(recipe, &rootfs)?;
+    let references: Vec<String> = tags
         .into_iter()
         .map(|tag| format!("{}:{tag}", recipe.repository))
         .collect();

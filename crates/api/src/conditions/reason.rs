@@ -71,6 +71,15 @@ pub const BACKUP_FAILED: &str = "BackupFailed";
 /// Warning event: a deleted backup's dump could not be deleted, so the backup stays.
 pub const DUMP_NOT_DELETED: &str = "DumpNotDeleted";
 
+// MonitoringReady.
+
+/// MonitoringReady is true: the exporter's user exists with its rights.
+pub const MONITORING_USER_READY: &str = "UserReady";
+/// MonitoringReady is false: the user is not made yet, and the message says why.
+pub const MONITORING_PENDING: &str = "UserPending";
+/// MonitoringReady is false: the Database no longer asks for an exporter.
+pub const MONITORING_DISABLED: &str = "Disabled";
+
 // Paused.
 
 /// Paused is true: the `mycompany.io/paused` annotation holds reconciliation.

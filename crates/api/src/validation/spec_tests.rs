@@ -219,3 +219,23 @@ fn lowering_a_setting_a_standby_needs_warns_only_with_replicas() {
             .is_empty()
     );
 }
+
+#[test]
+fn a_monitoring_image_must_be_a_reference() {
+    let fine = with(
+        "postgres",
+        &json!({"monitoring": {"enabled": true, "image": "registry.example/postgres-exporter:v0.17.1"}}),
+    );
+    assert!(paths(&fine).is_empty());
+    assert!(paths(&with("mysql", &json!({"monitoring": {"enabled": true}}))).is_empty());
+    let spaced = with(
+        "postgres",
+        &json!({"monitoring": {"enabled": true, "image": "postgres exporter"}}),
+    );
+    assert_eq!(paths(&spaced), ["spec.monitoring.image"]);
+    assert!(message(&spaced).contains("quay.io/prometheuscommunity/postgres-exporter:v0.17.1"));
+    assert_eq!(
+        paths(&with("mongodb", &json!({"monitoring": {"image": ""}}))),
+        ["spec.monitoring.image"]
+    );
+}

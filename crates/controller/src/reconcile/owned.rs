@@ -24,12 +24,13 @@ use crate::error::Error;
 use crate::objects::get_opt;
 use crate::replication;
 use crate::resources::configmap::{build_init_configmap, build_topology_configmap};
-use crate::resources::credentials::{Credentials, Layout};
+use crate::resources::credentials::{Credentials, Layout, random_password};
 use crate::resources::engine_config::build_config_configmap;
 use crate::resources::meta::{
     PRIMARY, REPLICA, config_configmap_name, connection_secret_name, credentials_secret_name,
     init_configmap_name, ro_service_name, rw_service_name, topology_configmap_name,
 };
+use crate::resources::monitoring::{self, build_monitor_secret, monitor_secret_name};
 use crate::resources::pdb::build_pdb;
 use crate::resources::secret::{build_connection_secret, build_credentials_secret};
 use crate::resources::service::{build_role_service, build_service};
@@ -240,9 +241,13 @@ impl OwnedPass<'_> {
         let upgraded =
             upgrade_step(ctx, db, namespace, &shape.named, now, shape.upgrade.clone()).await?;
         let settings_step = settings_pass(ctx, db, namespace, set).await?;
+        let exec_pods = Api::namespaced(ctx.exec_client().clone(), namespace);
+        let monitoring =
+            crate::monitoring::ensure_user(&exec_pods, db, report.primary.as_deref()).await;
         let requeue = soonest(&report, &backups, restore.as_ref(), upgraded.requeue)
             .into_iter()
             .chain(settings_step.requeue)
+            .chain(crate::monitoring::retry_after(monitoring.as_ref()))
             .min();
         let facts = Facts {
             replication: Some(report),
@@ -253,6 +258,7 @@ impl OwnedPass<'_> {
                 .or_else(|| rolled_back(upgraded.status.as_ref())),
             upgrade: upgraded.status,
             parameters_applied: settings_step.applied,
+            monitoring,
             ..facts
         };
         Ok((facts, requeue))
@@ -390,6 +396,12 @@ async fn apply_secrets(
         applier.note_held::<Secret>(&credentials_secret_name(db), false);
         return Ok(());
     }
+    if monitoring::enabled(db) {
+        applier.keep::<Secret>(&monitor_secret_name(db));
+        if !applier.is_holding() {
+            ensure_monitor_secret(ctx, &apis.secrets, db).await?;
+        }
+    }
     let credentials =
         ensure_credentials(ctx, &apis.secrets, db, observed.credentials.clone()).await?;
     let connection = build_connection_secret(db, &credentials, &ctx.settings.build.cluster_domain);
@@ -427,24 +439,51 @@ pub(super) async fn ensure_credentials(
         return Ok(Credentials::from_data(&existing.data.unwrap_or_default())?);
     }
     let credentials = Credentials::generate(db.spec.engine)?;
-    match secrets
-        .create(
-            &PostParams::default(),
-            &build_credentials_secret(db, &credentials),
-        )
-        .await
+    match create_once(
+        ctx,
+        secrets,
+        db,
+        &build_credentials_secret(db, &credentials),
+    )
+    .await?
     {
+        None => Ok(credentials),
+        Some(existing) => Ok(Credentials::from_data(&existing.data.unwrap_or_default())?),
+    }
+}
+
+/// The monitoring user's Secret, created once when the Database first asks for an
+/// exporter; an existing one is never overwritten.
+async fn ensure_monitor_secret(
+    ctx: &Context,
+    secrets: &Api<Secret>,
+    db: &Database,
+) -> Result<(), Error> {
+    if get_opt(secrets, &monitor_secret_name(db)).await?.is_some() {
+        return Ok(());
+    }
+    let secret = build_monitor_secret(db, &random_password()?);
+    create_once(ctx, secrets, db, &secret).await.map(|_| ())
+}
+
+/// Creates `secret`; when one of its name was created since it was read, that one
+/// (only if this Database controls it).
+async fn create_once(
+    ctx: &Context,
+    secrets: &Api<Secret>,
+    db: &Database,
+    secret: &Secret,
+) -> Result<Option<Secret>, Error> {
+    match secrets.create(&PostParams::default(), secret).await {
         Ok(_) => {
             ctx.metrics.wrote("create");
-            Ok(credentials)
+            Ok(None)
         }
-        // Created since it was read: use it only if it is this Database's.
         Err(kube::Error::Api(status)) if status.is_already_exists() => {
-            let name = credentials_secret_name(db);
-            let existing = get_opt(secrets, &name).await?;
-            match existing {
-                Some(secret) if conflicts::is_controlled_by(&secret.metadata, db) => {
-                    Ok(Credentials::from_data(&secret.data.unwrap_or_default())?)
+            let name = secret.name_any();
+            match get_opt(secrets, &name).await? {
+                Some(existing) if conflicts::is_controlled_by(&existing.metadata, db) => {
+                    Ok(Some(existing))
                 }
                 _ => Err(Error::NotControlled {
                     kind: "Secret".into(),
@@ -452,6 +491,9 @@ pub(super) async fn ensure_credentials(
                 }),
             }
         }
-        Err(err) => Err(Error::CreateCredentials(err)),
+        Err(source) => Err(Error::CreateSecret {
+            name: secret.name_any(),
+            source,
+        }),
     }
 }

@@ -193,6 +193,9 @@ pub(super) async fn backups_and_restore(
             }
         }
     }
+    if db.spec.backup.is_some() {
+        ctx.metrics.backups_scheduled(namespace, &db.name_any());
+    }
     let backups = backup::schedule::run(ctx, db, namespace).await?;
     Ok((restore, backups))
 }

@@ -2,7 +2,8 @@
 //! written through the status subresource only when it changed.
 
 use database_api::conditions::{
-    self, DEGRADED, LAST_BACKUP_SUCCEEDED, PAUSED, PROGRESSING, READY, REPLICATED, RESTORED, reason,
+    self, DEGRADED, LAST_BACKUP_SUCCEEDED, MONITORING_READY, PAUSED, PROGRESSING, READY,
+    REPLICATED, RESTORED, reason,
 };
 use database_api::constants::FIELD_MANAGER;
 use database_api::upgrade::UpgradePhase;
@@ -41,6 +42,8 @@ pub struct Facts {
     pub upgrade: Option<database_api::upgrade::UpgradeStatus>,
     /// The settings revision every instance took this pass.
     pub parameters_applied: Option<String>,
+    /// Whether the exporter's user is in place, when there is something to say.
+    pub monitoring: Option<crate::monitoring::Verdict>,
 }
 
 /// Replica counts read from the StatefulSet.
@@ -158,6 +161,7 @@ fn condition_list(
         Some((REPLICATED, replication_condition(db, facts))),
         restored_condition(facts).map(|v| (RESTORED, v)),
         last_backup_condition(facts).map(|v| (LAST_BACKUP_SUCCEEDED, v)),
+        facts.monitoring.clone().map(|v| (MONITORING_READY, v)),
         Some((PAUSED, paused_condition(facts))),
     ];
     let mut list = previous;

@@ -173,7 +173,7 @@ pub fn bytes(text: &str) -> ByteString {
     ByteString(text.as_bytes().to_vec())
 }
 
-fn random_password() -> Result<String, RandomUnavailable> {
+pub fn random_password() -> Result<String, RandomUnavailable> {
     // Rejection sampling keeps every character equally likely (256 is not a multiple of 62).
     let limit = u8::try_from(256 - 256 % ALPHABET.len()).unwrap_or(u8::MAX);
     let mut password = String::with_capacity(PASSWORD_LENGTH);

@@ -74,7 +74,7 @@ pub fn credential_env(db: &Database, engine: &EngineProfile, layout: Layout) -> 
 }
 
 /// The variable `name`, read from `key` of the Secret `secret`, which must have it.
-fn secret_env(secret: &str, name: &str, key: &str) -> EnvVar {
+pub(super) fn secret_env(secret: &str, name: &str, key: &str) -> EnvVar {
     EnvVar {
         name: name.to_owned(),
         value_from: Some(EnvVarSource {
@@ -90,7 +90,7 @@ fn secret_env(secret: &str, name: &str, key: &str) -> EnvVar {
 }
 
 /// A variable with its value written out.
-fn plain_env((name, value): (&str, &str)) -> EnvVar {
+pub(super) fn plain_env((name, value): (&str, &str)) -> EnvVar {
     EnvVar {
         name: name.to_owned(),
         value: Some(value.to_owned()),

@@ -6,6 +6,7 @@ pub mod credentials;
 pub mod engine_config;
 pub mod env;
 pub mod meta;
+pub mod monitoring;
 pub mod pdb;
 pub mod replication_init;
 pub mod secret;

@@ -24,6 +24,7 @@ use super::credentials::Layout;
 use super::engine_config;
 use super::env::credential_env;
 use super::meta::{init_configmap_name, labels, object_meta, selector_labels};
+use super::monitoring;
 use super::replication_init;
 use crate::engine::{DataLayout, EngineProfile, INIT_SCRIPTS_DIR, data_layout, image, profile};
 
@@ -120,6 +121,7 @@ fn pod_spec(
     let (volumes, mounts) = pod_volumes(db, engine, credentials, &layout, configured);
     let mut env = credential_env(db, engine, credentials);
     env.extend(data_env(db, &layout));
+    env.extend(monitoring::database_env(db));
     let args = server_args(db, engine, &layout, configured, replicated);
     let database = Container {
         args: (!args.is_empty()).then_some(args),
@@ -140,7 +142,9 @@ fn pod_spec(
             ..PodSecurityContext::default()
         }),
         init_containers: replicated.then(|| vec![replication_init::container(db, &database)]),
-        containers: vec![database],
+        containers: std::iter::once(database)
+            .chain(monitoring::exporter_container(db))
+            .collect(),
         volumes: Some(volumes),
         ..scheduling(db)
     }
@@ -284,19 +288,25 @@ fn container(
         liveness_probe: Some(liveness_probe(port.clone())),
         startup_probe: Some(startup_probe(port)),
         resources: Some(db.spec.resources.clone().unwrap_or_else(default_resources)),
-        security_context: Some(SecurityContext {
-            allow_privilege_escalation: Some(false),
-            privileged: Some(false),
-            read_only_root_filesystem: Some(true),
-            run_as_non_root: Some(true),
-            capabilities: Some(Capabilities {
-                drop: Some(vec!["ALL".to_owned()]),
-                ..Capabilities::default()
-            }),
-            seccomp_profile: Some(runtime_default()),
-            ..SecurityContext::default()
-        }),
+        security_context: Some(restricted()),
         ..Container::default()
+    }
+}
+
+/// A container that may not gain privileges, write its root filesystem or keep any
+/// capability: the Pod Security Standards' `restricted` profile and then some.
+pub(super) fn restricted() -> SecurityContext {
+    SecurityContext {
+        allow_privilege_escalation: Some(false),
+        privileged: Some(false),
+        read_only_root_filesystem: Some(true),
+        run_as_non_root: Some(true),
+        capabilities: Some(Capabilities {
+            drop: Some(vec!["ALL".to_owned()]),
+            ..Capabilities::default()
+        }),
+        seccomp_profile: Some(runtime_default()),
+        ..SecurityContext::default()
     }
 }
 
