@@ -17,6 +17,8 @@ use operator_runtime::ratelimit::RateLimitLayer;
 use crate::cli::Cli;
 use crate::context::{Context, Settings};
 use crate::metrics::Metrics;
+use crate::metrics_server::access::Gate;
+use crate::metrics_server::{self, Serving};
 use crate::resources::BuildConfig;
 use crate::runner::{Scope, run as run_controller};
 
@@ -29,7 +31,7 @@ pub async fn run(
     let shutdown = shutdown.shared();
     let (client, exec) = clients(&cli).await?;
     let metrics = Arc::new(Metrics::default());
-    serve_http(&cli, metrics.clone(), shutdown.clone()).await?;
+    serve_http(&cli, &client, metrics.clone(), shutdown.clone()).await?;
     let identity = cli.identity.clone().unwrap_or_else(hostname);
     let settings = settings(&cli, &client).await;
     let mut ctx = Context::new(client.clone(), settings, metrics, Some(identity.clone()));
@@ -138,44 +140,37 @@ pub async fn clients(cli: &Cli) -> anyhow::Result<(Client, Client)> {
 
 async fn serve_http(
     cli: &Cli,
+    client: &Client,
     metrics: Arc<Metrics>,
     shutdown: impl Future<Output = ()> + Clone + Send + 'static,
 ) -> anyhow::Result<()> {
-    let metrics_app = Router::new().route(
-        "/metrics",
-        get(move || {
-            let metrics = metrics.clone();
-            async move {
-                (
-                    [(
-                        "content-type",
-                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                    )],
-                    metrics.encode(),
-                )
-            }
-        }),
-    );
+    let address = cli.metrics_bind_address;
+    let listener =
+        std::net::TcpListener::bind(address).with_context(|| format!("binding {address}"))?;
+    let serving = if cli.metrics_secure {
+        Serving::Secure {
+            cert_dir: cli.metrics_cert_dir.clone(),
+            gate: Arc::new(Gate::new(client.clone())),
+        }
+    } else {
+        Serving::Plain
+    };
+    metrics_server::serve(listener, metrics, serving, shutdown.clone())?;
     let probes = Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(|| async { "ok" }));
-    for (address, app) in [
-        (cli.metrics_bind_address, metrics_app),
-        (cli.health_probe_bind_address, probes),
-    ] {
-        let listener = tokio::net::TcpListener::bind(address)
+    let address = cli.health_probe_bind_address;
+    let listener = tokio::net::TcpListener::bind(address)
+        .await
+        .with_context(|| format!("binding {address}"))?;
+    tokio::spawn(async move {
+        if let Err(err) = axum::serve(listener, probes)
+            .with_graceful_shutdown(shutdown)
             .await
-            .with_context(|| format!("binding {address}"))?;
-        let shutdown = shutdown.clone();
-        tokio::spawn(async move {
-            if let Err(err) = axum::serve(listener, app)
-                .with_graceful_shutdown(shutdown)
-                .await
-            {
-                tracing::error!(error = %err, "HTTP server failed");
-            }
-        });
-    }
+        {
+            tracing::error!(error = %err, "HTTP server failed");
+        }
+    });
     Ok(())
 }
 

@@ -62,6 +62,16 @@ pub struct Cli {
     #[arg(long, env = "METRICS_BIND_ADDRESS", default_value = "0.0.0.0:8080")]
     pub metrics_bind_address: SocketAddr,
 
+    /// Serve `/metrics` over HTTPS, only to callers the API server authenticates
+    /// (TokenReview) and authorises for `get` on `/metrics` (SubjectAccessReview).
+    #[arg(long, env = "METRICS_SECURE")]
+    pub metrics_secure: bool,
+
+    /// With --metrics-secure: the folder holding `tls.crt` and `tls.key` (reloaded when
+    /// they change); a self-signed certificate when absent.
+    #[arg(long, env = "METRICS_CERT_DIR")]
+    pub metrics_cert_dir: Option<std::path::PathBuf>,
+
     /// Where `/healthz` and `/readyz` are served.
     #[arg(
         long,

@@ -12,6 +12,7 @@ pub mod exec;
 pub mod keys;
 pub mod layout;
 pub mod metrics;
+pub mod metrics_server;
 pub mod monitoring;
 pub mod objects;
 pub mod reconcile;

@@ -17,6 +17,7 @@ pub mod metrics;
 pub mod queue;
 pub mod ratelimit;
 pub mod telemetry;
+pub mod tls;
 pub mod watch;
 
 pub use controller::{Action, Controller};

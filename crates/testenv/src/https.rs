@@ -123,6 +123,29 @@ impl Connection {
         Ok((status, body))
     }
 
+    /// GETs `path`, with `Authorization: Bearer <token>` when a token is given.
+    pub async fn get(
+        &mut self,
+        path: &str,
+        token: Option<&str>,
+    ) -> Result<(u16, Vec<u8>), HttpsError> {
+        self.sender.ready().await?;
+        let mut request = hyper::Request::builder()
+            .method("GET")
+            .uri(path)
+            .header("host", "127.0.0.1");
+        if let Some(token) = token {
+            request = request.header("authorization", format!("Bearer {token}"));
+        }
+        let response = self
+            .sender
+            .send_request(request.body(Full::new(Bytes::new()))?)
+            .await?;
+        let status = response.status().as_u16();
+        let body = response.into_body().collect().await?.to_bytes().to_vec();
+        Ok((status, body))
+    }
+
     /// POSTs an AdmissionReview body as JSON; the answer is `Null` when it is not JSON.
     pub async fn review(&mut self, path: &str, body: &Value) -> Result<(u16, Value), HttpsError> {
         let bytes = serde_json::to_vec(body).unwrap_or_default();

@@ -11,6 +11,7 @@ mod http;
 pub mod metrics;
 pub mod review;
 pub mod server;
-pub mod tls;
+/// The serving TLS configuration, shared with the controller's metrics endpoint.
+pub use operator_runtime::tls;
 
 pub use http::{AppState, MAX_BODY_BYTES, MUTATE_PATH, REQUEST_TIMEOUT, VALIDATE_PATH, router};

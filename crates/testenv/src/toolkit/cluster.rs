@@ -171,6 +171,15 @@ pub async fn service_account_kubeconfig(
     namespace: &str,
     name: &str,
 ) -> PathBuf {
+    let token = service_account_token(plane, namespace, name).await;
+    plane
+        .kubeconfig_for_token(&format!("{namespace}-{name}"), &token)
+        .expect("kubeconfig")
+}
+
+/// A token of ServiceAccount `namespace/name`, valid for an hour, from the TokenRequest
+/// API.
+pub async fn service_account_token(plane: &ControlPlane, namespace: &str, name: &str) -> String {
     let client = plane.client().await.expect("admin client");
     let accounts: Api<ServiceAccount> = Api::namespaced(client, namespace);
     let request = TokenRequest {
@@ -186,9 +195,7 @@ pub async fn service_account_kubeconfig(
         .expect("token");
     let token = issued.status.and_then(|s| s.token).unwrap_or_default();
     assert!(!token.is_empty(), "no token issued for {namespace}/{name}");
-    plane
-        .kubeconfig_for_token(&format!("{namespace}-{name}"), &token)
-        .expect("kubeconfig")
+    token
 }
 
 /// Waits until the API server calls both webhooks of deploy/webhook for Databases in
