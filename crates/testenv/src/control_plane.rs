@@ -121,6 +121,10 @@ pub enum Error {
     Kube(#[from] kube::Error),
     #[error("starting the real node: {0}")]
     Node(#[from] crate::real::NodeError),
+    #[error(
+        "{0} needs the local control plane, and this run is attached to an existing cluster ({ATTACH_ENV})"
+    )]
+    Unsupported(String),
 }
 
 /// A running control plane. Dropping it stops every component and deletes its files.
@@ -128,7 +132,7 @@ pub struct ControlPlane {
     // Field order matters only for clarity: Drop stops processes explicitly first.
     processes: Vec<Process>,
     dir: TempDir,
-    ca: TestCa,
+    ca: Authority,
     server: String,
     kubeconfig: PathBuf,
     audit_log: Option<PathBuf>,
@@ -140,12 +144,47 @@ pub struct ControlPlane {
     provisioner: Option<tokio::task::JoinHandle<()>>,
     /// The real tier's node, stopped before the control plane.
     node: Option<RealNode>,
+    /// Attached to a cluster someone else runs (see [`ATTACH_ENV`]).
+    attached: bool,
+}
+
+/// Set to a kubeconfig's path, this makes every control plane a test asks for the
+/// cluster it names (a kind cluster in hosted CI, for example): the same test code runs
+/// there with the cluster's own nodes, storage and the images it pulls. What only a
+/// local control plane has (its audit log, its processes, client certificates from its
+/// CA) is refused with [`Error::Unsupported`].
+pub const ATTACH_ENV: &str = "TESTENV_KUBECONFIG";
+
+/// Who signs the control plane's certificates: its own CA, or, attached, nobody this
+/// side holds the key of.
+enum Authority {
+    Own(Box<TestCa>),
+    Existing(String),
+}
+
+impl Authority {
+    fn cert_pem(&self) -> &str {
+        match self {
+            Self::Own(ca) => ca.cert_pem(),
+            Self::Existing(pem) => pem,
+        }
+    }
+
+    fn own(&self, what: &str) -> Result<&TestCa, Error> {
+        match self {
+            Self::Own(ca) => Ok(ca),
+            Self::Existing(_) => Err(Error::Unsupported(what.to_owned())),
+        }
+    }
 }
 
 impl ControlPlane {
     /// Starts the control plane and waits until it serves requests (and, in full mode,
     /// until the fake nodes are Ready).
     pub async fn start(options: Options) -> Result<Self, Error> {
+        if let Some(kubeconfig) = std::env::var_os(ATTACH_ENV).filter(|v| !v.is_empty()) {
+            return Self::attach(PathBuf::from(kubeconfig), &options);
+        }
         let mut last = None;
         for attempt in 1..=START_ATTEMPTS {
             match Self::start_once(&options).await {
@@ -172,13 +211,14 @@ impl ControlPlane {
             server: String::new(),
             kubeconfig: root.join("admin.kubeconfig"),
             audit_log: options.audit.then(|| root.join("audit.log")),
-            ca,
+            ca: Authority::Own(Box::new(ca)),
             dir,
             full: options.full,
             apiserver: None,
             etcd_url: String::new(),
             provisioner: None,
             node: None,
+            attached: false,
         };
         let root = plane.dir.path().to_path_buf();
 
@@ -238,6 +278,7 @@ impl ControlPlane {
             // Logs, exec and port-forward go from the API server to the kubelet.
             let kubelet_client = self
                 .ca
+                .own("a kubelet client certificate")?
                 .issue_client("kube-apiserver-kubelet-client", &["system:masters"])?;
             write(root, "kubelet-client.crt", &kubelet_client.cert_pem)?;
             write(root, "kubelet-client.key", &kubelet_client.key_pem)?;
@@ -284,7 +325,7 @@ impl ControlPlane {
             self.processes.extend(components);
             let mut node = RealNode::start(NodeInputs {
                 root: &root,
-                ca: &self.ca,
+                ca: self.ca.own("a real node")?,
                 ca_file: root.join("ca.crt"),
                 server: &self.server,
                 admin_kubeconfig: self.kubeconfig.clone(),
@@ -310,7 +351,7 @@ impl ControlPlane {
 
     /// Whether a real node runs (the real tier).
     pub fn is_real(&self) -> bool {
-        self.node.is_some()
+        self.node.is_some() || self.attached
     }
 
     /// `http://127.0.0.1:<port>` of etcd's client endpoint.
@@ -371,7 +412,10 @@ impl ControlPlane {
             self.dir.path(),
         )?);
         let server = format!("https://127.0.0.1:{port}");
-        let admin = self.ca.issue_client("admin", &["system:masters"])?;
+        let admin = self
+            .ca
+            .own("a second API server")?
+            .issue_client("admin", &["system:masters"])?;
         let path = self.dir.path().join("second.kubeconfig");
         std::fs::write(
             &path,
@@ -430,6 +474,62 @@ impl ControlPlane {
         self.full
     }
 
+    /// Whether this is a cluster someone else runs ([`ATTACH_ENV`]): its nodes, disks and
+    /// images are not this process's to look into.
+    pub fn is_attached(&self) -> bool {
+        self.attached
+    }
+
+    /// The cluster `kubeconfig` names, for `options` that an existing cluster can meet.
+    fn attach(kubeconfig: PathBuf, options: &Options) -> Result<Self, Error> {
+        if options.audit {
+            return Err(Error::Unsupported("the audit log".to_owned()));
+        }
+        let config = kube::config::Kubeconfig::read_from(&kubeconfig)?;
+        let context = config.current_context.clone().unwrap_or_default();
+        let cluster_name = config
+            .contexts
+            .iter()
+            .find(|c| c.name == context)
+            .and_then(|c| c.context.as_ref())
+            .map(|c| c.cluster.clone())
+            .unwrap_or_default();
+        let cluster = config
+            .clusters
+            .iter()
+            .find(|c| c.name == cluster_name)
+            .and_then(|c| c.cluster.clone())
+            .unwrap_or_default();
+        let ca_pem = match (
+            &cluster.certificate_authority_data,
+            &cluster.certificate_authority,
+        ) {
+            (Some(data), _) => String::from_utf8(
+                base64::Engine::decode(&base64::engine::general_purpose::STANDARD, data)
+                    .map_err(std::io::Error::other)?,
+            )
+            .map_err(std::io::Error::other)?,
+            (None, Some(file)) => std::fs::read_to_string(file)?,
+            (None, None) => String::new(),
+        };
+        Ok(Self {
+            processes: Vec::new(),
+            dir: tempfile::Builder::new()
+                .prefix("testenv-attached-")
+                .tempdir()?,
+            ca: Authority::Existing(ca_pem),
+            server: cluster.server.unwrap_or_default(),
+            kubeconfig,
+            audit_log: None,
+            full: true,
+            apiserver: None,
+            etcd_url: String::new(),
+            provisioner: None,
+            node: None,
+            attached: true,
+        })
+    }
+
     /// An admin client.
     pub async fn client(&self) -> Result<Client, Error> {
         client_from(&self.kubeconfig).await
@@ -438,7 +538,10 @@ impl ControlPlane {
     /// Writes a kubeconfig for `user` in `groups`, authenticated by a client certificate,
     /// e.g. to run a component with exactly the RBAC it is granted.
     pub fn kubeconfig_for(&self, user: &str, groups: &[&str]) -> Result<PathBuf, Error> {
-        let credentials = self.ca.issue_client(user, groups)?;
+        let credentials = self
+            .ca
+            .own("a client certificate")?
+            .issue_client(user, groups)?;
         self.write_kubeconfig(user, &Credentials::ClientCertificate(&credentials))
     }
 
@@ -467,7 +570,13 @@ impl ControlPlane {
 
     /// `kubectl` of the pinned version, pointed at this control plane.
     pub fn kubectl(&self) -> Result<std::process::Command, Error> {
-        let mut command = std::process::Command::new(assets::find("kubectl")?);
+        let binary = match assets::find("kubectl") {
+            Ok(pinned) => pinned,
+            // An existing cluster comes with its own kubectl on PATH.
+            Err(_) if self.attached => PathBuf::from("kubectl"),
+            Err(missing) => return Err(missing.into()),
+        };
+        let mut command = std::process::Command::new(binary);
         command.arg("--kubeconfig").arg(&self.kubeconfig);
         Ok(command)
     }
@@ -702,3 +811,37 @@ rules:
   verbs: [create, update, patch, delete, deletecollection]
 - level: None
 ";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attaching_reads_the_server_and_ca_and_refuses_what_needs_the_local_plane() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let ca = TestCa::new("their CA").expect("CA");
+        let path = dir.path().join("kubeconfig");
+        std::fs::write(
+            &path,
+            kubeconfig::render(
+                "https://10.1.2.3:6443",
+                ca.cert_pem(),
+                "admin",
+                &Credentials::Token("t"),
+            ),
+        )
+        .expect("write");
+        let plane =
+            ControlPlane::attach(path.clone(), &Options::real(&["postgres-17"])).expect("attached");
+        assert!(plane.is_attached() && plane.is_real() && plane.is_full());
+        assert_eq!(plane.server(), "https://10.1.2.3:6443");
+        assert_eq!(plane.ca_pem(), ca.cert_pem());
+        assert_eq!(plane.kubeconfig(), path);
+        assert!(matches!(
+            plane.kubeconfig_for("someone", &[]),
+            Err(Error::Unsupported(_))
+        ));
+        let audited = ControlPlane::attach(path, &Options::default().with_audit());
+        assert!(matches!(audited, Err(Error::Unsupported(_))));
+    }
+}

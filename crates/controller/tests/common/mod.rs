@@ -72,12 +72,16 @@ impl Env {
         env
     }
 
-    /// A client authenticated as the controller's own user (in system:masters).
+    /// A client authenticated as the controller's own user (in system:masters); on an
+    /// existing cluster, whose CA this side cannot sign with, the admin's.
     pub async fn controller_client(&self) -> Client {
-        let kubeconfig = self
-            .plane
-            .kubeconfig_for(CONTROLLER_USER, &["system:masters"])
-            .expect("kubeconfig");
+        let kubeconfig = if self.plane.is_attached() {
+            self.plane.kubeconfig().to_owned()
+        } else {
+            self.plane
+                .kubeconfig_for(CONTROLLER_USER, &["system:masters"])
+                .expect("kubeconfig")
+        };
         testenv::client_from(&kubeconfig)
             .await
             .expect("controller client")

@@ -15,7 +15,8 @@ use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{
-    Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
+    PatchParams, PostParams,
 };
 use kube::{Client, Resource};
 use serde_json::{Value, json};
@@ -48,6 +49,10 @@ impl Cluster {
         let client = plane.client().await.expect("admin client");
         for crd in crds {
             install_crd(&client, crd).await.expect("CRD Established");
+        }
+        if plane.is_attached() {
+            // An existing cluster may still hold the namespace from the test before.
+            delete_namespace(&client, namespace).await;
         }
         create_namespace(&client, namespace).await;
         Self {
@@ -137,6 +142,46 @@ impl Cluster {
             .collect()
     }
 }
+
+/// Deletes namespace `name`, if there is one, and waits until it is gone. The test
+/// that left it has stopped its controller, so the finalizers of its Databases and
+/// DatabaseBackups are taken off by hand (the volumes go with the namespace).
+pub async fn delete_namespace(client: &Client, name: &str) {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    if namespaces
+        .get_opt(name)
+        .await
+        .expect("namespace read")
+        .is_none()
+    {
+        return;
+    }
+    let _ = namespaces.delete(name, &DeleteParams::default()).await;
+    let unfinalize = json!({"metadata": {"finalizers": null}});
+    for kind in ["Database", "DatabaseBackup"] {
+        let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("mycompany.io", "v1", kind));
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), name, &resource);
+        for object in api
+            .list(&ListParams::default())
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default()
+        {
+            let object_name = object.metadata.name.unwrap_or_default();
+            let _ = api
+                .patch(
+                    &object_name,
+                    &PatchParams::default(),
+                    &Patch::Merge(&unfinalize),
+                )
+                .await;
+        }
+    }
+    super::wait::gone(&namespaces, name, NAMESPACE_GONE).await;
+}
+
+/// How long a namespace of a finished test may take to go.
+const NAMESPACE_GONE: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// Creates namespace `name`.
 pub async fn create_namespace(client: &Client, name: &str) {
