@@ -131,6 +131,21 @@ impl Bench {
     pub fn controller_writes(&self) -> usize {
         self.plane.requests_by(CONTROLLER_USER).len()
     }
+
+    /// The controller's write requests so far by `<verb> <resource>[/<subresource>]`.
+    pub fn controller_writes_by_request(&self) -> std::collections::BTreeMap<String, usize> {
+        let mut counts = std::collections::BTreeMap::new();
+        for event in self.plane.requests_by(CONTROLLER_USER) {
+            let object = &event["objectRef"];
+            let mut resource = object["resource"].as_str().unwrap_or("?").to_owned();
+            if let Some(sub) = object["subresource"].as_str() {
+                resource = format!("{resource}/{sub}");
+            }
+            let verb = event["verb"].as_str().unwrap_or("?");
+            *counts.entry(format!("{verb} {resource}")).or_insert(0) += 1;
+        }
+        counts
+    }
 }
 
 /// Marks every StatefulSet's Pods ready by writing its status, standing in for

@@ -468,6 +468,18 @@ fn print_scales(scales: &[Scale]) {
             s.steady_writes_per_minute
         );
     }
+    for s in scales {
+        let parts: Vec<String> = s
+            .writes_by_request
+            .iter()
+            .map(|(request, per)| format!("{request} {per:.2}"))
+            .collect();
+        println!(
+            "\nwrites per Database at {}, by request: {}",
+            s.databases,
+            parts.join(", ")
+        );
+    }
 }
 
 fn print_webhook(webhook: &WebhookFigures) {
@@ -570,6 +582,7 @@ fn scales_json(scales: &[Scale]) -> Value {
         "cpu_reconciling_seconds": round(s.cpu_reconciling_seconds), "cpu_idle_seconds": round(s.cpu_idle_seconds),
         "idle_window_seconds": s.idle_window_seconds, "steady_writes_per_minute": round(s.steady_writes_per_minute),
         "writes_per_database": round(s.writes_per_database), "server_cpu_seconds_per_thousand": round(s.server_cpu_per_thousand),
+        "writes_by_request": s.writes_by_request.iter().map(|(r, per)| json!({"request": r, "per_database": round(*per)})).collect::<Vec<_>>(),
     })).collect()
 }
 

@@ -21,6 +21,9 @@ pub struct Scale {
     pub steady_writes_per_minute: f64,
     /// The controller's write requests while the Databases converged, per Database.
     pub writes_per_database: f64,
+    /// Those writes by verb and resource (`create secrets`, `patch databases/status`),
+    /// per Database, most first: where the API server's work goes.
+    pub writes_by_request: Vec<(String, f64)>,
     /// CPU seconds of the API server and etcd while they converged, per 1,000
     /// Databases (the benchmark's creates and readiness writes included, as they are
     /// for any controller measured this way).
@@ -46,12 +49,19 @@ pub async fn measure_scale(
     let cpu_start = cpu_seconds(pid).unwrap_or(0.0);
     let server_cpu_start = server_cpu(&bench);
     let writes_start = bench.controller_writes();
+    let kinds_start = bench.controller_writes_by_request();
     let started = Instant::now();
     let peak = converge(&bench, pid, databases).await?;
     let converge_seconds = started.elapsed().as_secs_f64();
     let cpu_reconciling_seconds = cpu_seconds(pid).unwrap_or(0.0) - cpu_start;
     let server_cpu_seconds = server_cpu(&bench) - server_cpu_start;
     let converge_writes = bench.controller_writes() - writes_start;
+    let mut by_request = bench.controller_writes_by_request();
+    for (request, count) in kinds_start {
+        if let Some(total) = by_request.get_mut(&request) {
+            *total = total.saturating_sub(count);
+        }
+    }
 
     // Let the last status writes and their watch echoes settle, then watch it idle.
     tokio::time::sleep(Duration::from_secs(5)).await;
@@ -78,6 +88,10 @@ pub async fn measure_scale(
         steady_writes_per_minute,
         #[allow(clippy::cast_precision_loss)]
         writes_per_database: per(converge_writes as f64),
+        writes_by_request: most_first(by_request, |count| {
+            #[allow(clippy::cast_precision_loss)]
+            per(count as f64)
+        }),
         server_cpu_per_thousand: per(server_cpu_seconds) * 1000.0,
     })
 }
@@ -114,4 +128,18 @@ fn server_cpu(bench: &Bench) -> f64 {
         .flat_map(|name| bench.plane.pids_of(name))
         .filter_map(cpu_seconds)
         .sum()
+}
+
+/// `counts` as (request, figure) pairs, the largest figure first, zeros left out.
+fn most_first(
+    counts: std::collections::BTreeMap<String, usize>,
+    figure: impl Fn(usize) -> f64,
+) -> Vec<(String, f64)> {
+    let mut pairs: Vec<(String, f64)> = counts
+        .into_iter()
+        .filter(|(_, count)| *count > 0)
+        .map(|(request, count)| (request, figure(count)))
+        .collect();
+    pairs.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    pairs
 }
