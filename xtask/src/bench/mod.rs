@@ -468,7 +468,7 @@ fn print_scales(scales: &[Scale]) {
             s.steady_writes_per_minute
         );
     }
-    for s in scales {
+    for s in scales.iter().filter(|s| !s.writes_by_request.is_empty()) {
         let parts: Vec<String> = s
             .writes_by_request
             .iter()
