@@ -22,7 +22,8 @@ pub struct Scale {
     /// The controller's write requests while the Databases converged, per Database.
     pub writes_per_database: f64,
     /// Those writes by verb and resource (`create secrets`, `patch databases/status`),
-    /// per Database, most first: where the API server's work goes.
+    /// per Database, most first: where the API server's work goes. With
+    /// `--audit-reads`, the reads too (`get secrets`, `list pods`).
     pub writes_by_request: Vec<(String, f64)>,
     /// CPU seconds of the API server and etcd while they converged, per 1,000
     /// Databases (the benchmark's creates and readiness writes included, as they are
@@ -36,8 +37,14 @@ pub async fn measure_scale(
     bin_dir: &Path,
     databases: usize,
     idle_window: Duration,
+    audit_reads: bool,
 ) -> anyhow::Result<Scale> {
-    let bench = Bench::start(Options::default().with_audit()).await?;
+    let options = if audit_reads {
+        Options::default().with_full_audit()
+    } else {
+        Options::default().with_audit()
+    };
+    let bench = Bench::start(options).await?;
     let readiness = tokio::spawn(fake_readiness(bench.client.clone()));
     let controller = bench.spawn_controller(bin_dir)?;
     let pid = controller.pid();
@@ -56,12 +63,7 @@ pub async fn measure_scale(
     let cpu_reconciling_seconds = cpu_seconds(pid).unwrap_or(0.0) - cpu_start;
     let server_cpu_seconds = server_cpu(&bench) - server_cpu_start;
     let converge_writes = bench.controller_writes() - writes_start;
-    let mut by_request = bench.controller_writes_by_request();
-    for (request, count) in kinds_start {
-        if let Some(total) = by_request.get_mut(&request) {
-            *total = total.saturating_sub(count);
-        }
-    }
+    let by_request = since(bench.controller_writes_by_request(), kinds_start);
 
     // Let the last status writes and their watch echoes settle, then watch it idle.
     tokio::time::sleep(Duration::from_secs(5)).await;
@@ -142,4 +144,17 @@ fn most_first(
         .collect();
     pairs.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     pairs
+}
+
+/// The counts in `now` less those in `before`.
+fn since(
+    mut now: std::collections::BTreeMap<String, usize>,
+    before: std::collections::BTreeMap<String, usize>,
+) -> std::collections::BTreeMap<String, usize> {
+    for (request, count) in before {
+        if let Some(total) = now.get_mut(&request) {
+            *total = total.saturating_sub(count);
+        }
+    }
+    now
 }
