@@ -8,12 +8,12 @@
 //! these tests fail rather than skip.
 
 use std::collections::BTreeSet;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use e2e::{OPERATOR_NAMESPACE, of_kind, workspace_root};
 use serde_json::{Value, json};
-use testenv::toolkit::kubectl::kustomize;
+use testenv::toolkit::kubectl::{default_overlay_with, kustomize};
 
 fn component() -> PathBuf {
     workspace_root().join("deploy/components/monitoring")
@@ -204,17 +204,6 @@ fn every_dashboard_panel_queries_valid_promql_under_a_unique_id() {
     promtool(&dir, &["check", "rules", "queries.yaml"]);
 }
 
-/// `to` relative to `from` (kustomize refuses absolute paths to other kustomizations).
-fn relative(from: &Path, to: &Path) -> PathBuf {
-    let from: Vec<Component> = from.components().collect();
-    let to: Vec<Component> = to.components().collect();
-    let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
-    let mut path: PathBuf =
-        std::iter::repeat_n(Component::ParentDir, from.len() - common).collect();
-    path.extend(&to[common..]);
-    path
-}
-
 /// deploy/default as a user edits it to enable the prometheus and monitoring components.
 fn render_with_monitoring() -> Vec<Value> {
     let deploy = workspace_root()
@@ -222,21 +211,11 @@ fn render_with_monitoring() -> Vec<Value> {
         .canonicalize()
         .expect("deploy/");
     let root = scratch("overlay");
-    let default = read(&deploy.join("default/kustomization.yaml"));
-    let kustomization: String = default
-        .replace("# components:", "components:")
-        .replace("# - ../components/prometheus", "- ../components/prometheus")
-        .replace("# - ../components/monitoring", "- ../components/monitoring")
-        .lines()
-        .map(|line| match line.strip_prefix("- ../") {
-            Some(rest) => {
-                let dir = rest.split_whitespace().next().unwrap_or(rest);
-                format!("- {}\n", relative(&root, &deploy.join(dir)).display())
-            }
-            None => format!("{line}\n"),
-        })
-        .collect();
-    std::fs::write(root.join("kustomization.yaml"), kustomization).expect("write");
+    default_overlay_with(
+        &deploy,
+        &root,
+        &["components/prometheus", "components/monitoring"],
+    );
     serde_saphyr::from_multiple(&kustomize(&root)).expect("YAML documents")
 }
 

@@ -7,21 +7,10 @@
 // Each overlay rendered and what it must hold are one scenario, told in one function.
 #![allow(clippy::too_many_lines)]
 
-use std::path::{Component, Path, PathBuf};
+use std::path::Path;
 
 use serde_json::Value;
-use testenv::toolkit::kubectl::kustomize;
-
-/// `to` relative to `from` (kustomize refuses absolute paths to other kustomizations).
-fn relative(from: &Path, to: &Path) -> PathBuf {
-    let from: Vec<Component> = from.components().collect();
-    let to: Vec<Component> = to.components().collect();
-    let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
-    let mut path: PathBuf =
-        std::iter::repeat_n(Component::ParentDir, from.len() - common).collect();
-    path.extend(&to[common..]);
-    path
-}
+use testenv::toolkit::kubectl::{default_overlay_with, kustomize};
 
 #[test]
 fn the_certmanager_component_in_the_default_overlay_wires_certificate_and_configurations() {
@@ -32,20 +21,7 @@ fn the_certmanager_component_in_the_default_overlay_wires_certificate_and_config
     let overlay = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir");
     let root = overlay.path().canonicalize().expect("temp dir");
     // deploy/default as a user would edit it: the cert-manager component uncommented.
-    let default = std::fs::read_to_string(deploy.join("default/kustomization.yaml")).expect("read");
-    let kustomization: String = default
-        .replace("# components:", "components:")
-        .replace("# - ../certmanager", "- ../certmanager")
-        .lines()
-        .map(|line| match line.strip_prefix("- ../") {
-            Some(rest) => {
-                let dir = rest.split_whitespace().next().unwrap_or(rest);
-                format!("- {}\n", relative(&root, &deploy.join(dir)).display())
-            }
-            None => format!("{line}\n"),
-        })
-        .collect();
-    std::fs::write(root.join("kustomization.yaml"), kustomization).expect("write");
+    default_overlay_with(&deploy, &root, &["certmanager"]);
     let documents = render(&root);
     let of_kind = |kind: &str| {
         documents

@@ -1,7 +1,7 @@
 //! kubectl of the pinned version run as a user runs it against the test's control
 //! plane: arguments and standard input in, success and what it printed out.
 
-use std::path::Path;
+use std::path::{Component, Path, PathBuf};
 use std::process::Stdio;
 
 use tokio::io::AsyncWriteExt as _;
@@ -62,6 +62,41 @@ pub async fn exec(
     } else {
         Err(stdout + &stderr)
     }
+}
+
+/// Writes `overlay/kustomization.yaml`: `deploy/default/kustomization.yaml` (of the
+/// `deploy` folder) as a user edits it to turn on some of its optional `components`
+/// (`certmanager`, `components/monitoring`, ...), its commented lines uncommented and
+/// every path made relative to `overlay`, since kustomize refuses absolute ones.
+pub fn default_overlay_with(deploy: &Path, overlay: &Path, components: &[&str]) {
+    let default = std::fs::read_to_string(deploy.join("default/kustomization.yaml"))
+        .expect("deploy/default/kustomization.yaml");
+    let mut edited = default.replace("# components:", "components:");
+    for component in components {
+        edited = edited.replace(&format!("# - ../{component}"), &format!("- ../{component}"));
+    }
+    let kustomization: String = edited
+        .lines()
+        .map(|line| match line.strip_prefix("- ../") {
+            Some(rest) => {
+                let dir = rest.split_whitespace().next().unwrap_or(rest);
+                format!("- {}\n", relative(overlay, &deploy.join(dir)).display())
+            }
+            None => format!("{line}\n"),
+        })
+        .collect();
+    std::fs::write(overlay.join("kustomization.yaml"), kustomization).expect("overlay written");
+}
+
+/// `to` relative to `from`.
+fn relative(from: &Path, to: &Path) -> PathBuf {
+    let from: Vec<Component> = from.components().collect();
+    let to: Vec<Component> = to.components().collect();
+    let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+    let mut path: PathBuf =
+        std::iter::repeat_n(Component::ParentDir, from.len() - common).collect();
+    path.extend(&to[common..]);
+    path
 }
 
 /// `kubectl kustomize dir`: the YAML documents it renders, as text.
