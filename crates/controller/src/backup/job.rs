@@ -15,10 +15,9 @@ use database_api::backup::{
 };
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, KeyToPath,
+    Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, KeyToPath,
     PersistentVolumeClaimVolumeSource, PodSecurityContext, PodSpec, PodTemplateSpec,
-    ResourceRequirements, SeccompProfile, SecretKeySelector, SecretVolumeSource, SecurityContext,
-    Volume, VolumeMount,
+    ResourceRequirements, SecretKeySelector, SecretVolumeSource, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -27,6 +26,7 @@ use super::dump::{self, CONNECTION_KEYS, PIPE, STATUS, STREAM_DIR};
 use crate::engine::{image, profile};
 use crate::resources::BuildConfig;
 use crate::resources::meta::connection_secret_name;
+use crate::resources::security::{restricted_as, runtime_default};
 
 /// The agent image's non-root user (distroless `nonroot`).
 pub const AGENT_UID: i64 = 65_532;
@@ -263,7 +263,7 @@ fn engine_base(db: &Database, build: &BuildConfig) -> Container {
         )),
         image_pull_policy: Some("IfNotPresent".into()),
         volume_mounts: Some(vec![mount("stream", STREAM_DIR), mount("tmp", "/tmp")]),
-        security_context: Some(restricted(uid)),
+        security_context: Some(restricted_as(uid)),
         ..Container::default()
     }
 }
@@ -309,32 +309,8 @@ fn agent_container(inputs: &JobInputs<'_>, args: Vec<String>) -> Container {
         env: Some(env),
         volume_mounts: Some(mounts),
         resources: Some(resources("100m", "64Mi", "256Mi")),
-        security_context: Some(restricted(AGENT_UID)),
+        security_context: Some(restricted_as(AGENT_UID)),
         ..Container::default()
-    }
-}
-
-fn restricted(uid: i64) -> SecurityContext {
-    SecurityContext {
-        allow_privilege_escalation: Some(false),
-        privileged: Some(false),
-        read_only_root_filesystem: Some(true),
-        run_as_non_root: Some(true),
-        run_as_user: Some(uid),
-        run_as_group: Some(uid),
-        capabilities: Some(Capabilities {
-            drop: Some(vec!["ALL".into()]),
-            ..Capabilities::default()
-        }),
-        seccomp_profile: Some(runtime_default()),
-        ..SecurityContext::default()
-    }
-}
-
-fn runtime_default() -> SeccompProfile {
-    SeccompProfile {
-        type_: "RuntimeDefault".into(),
-        ..SeccompProfile::default()
     }
 }
 

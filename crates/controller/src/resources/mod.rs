@@ -10,6 +10,7 @@ pub mod monitoring;
 pub mod pdb;
 pub mod replication_init;
 pub mod secret;
+pub mod security;
 pub mod service;
 pub mod statefulset;
 

@@ -18,7 +18,7 @@ use kube::ResourceExt;
 use super::credentials::bytes;
 use super::env::{plain_env, secret_env};
 use super::meta::object_meta;
-use super::statefulset::restricted;
+use super::security::restricted;
 use crate::keys::{PASSWORD_KEY, USERNAME_KEY};
 
 /// The exporter container's name.

@@ -8,11 +8,10 @@ use k8s_openapi::api::apps::v1::{
     StatefulSet, StatefulSetPersistentVolumeClaimRetentionPolicy, StatefulSetSpec,
 };
 use k8s_openapi::api::core::v1::{
-    Affinity, Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource,
-    EnvVar, ExecAction, KeyToPath, PersistentVolumeClaim, PersistentVolumeClaimSpec,
-    PodAffinityTerm, PodAntiAffinity, PodSecurityContext, PodSpec, PodTemplateSpec, Probe,
-    ResourceRequirements, SeccompProfile, SecurityContext, TCPSocketAction, Volume, VolumeMount,
-    VolumeResourceRequirements, WeightedPodAffinityTerm,
+    Affinity, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, EnvVar,
+    ExecAction, KeyToPath, PersistentVolumeClaim, PersistentVolumeClaimSpec, PodAffinityTerm,
+    PodAntiAffinity, PodSecurityContext, PodSpec, PodTemplateSpec, Probe, ResourceRequirements,
+    TCPSocketAction, Volume, VolumeMount, VolumeResourceRequirements, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -26,6 +25,7 @@ use super::env::credential_env;
 use super::meta::{init_configmap_name, labels, object_meta, selector_labels};
 use super::monitoring;
 use super::replication_init;
+use super::security::{restricted, runtime_default};
 use crate::engine::{DataLayout, EngineProfile, INIT_SCRIPTS_DIR, data_layout, image, profile};
 
 /// Name of the volumeClaimTemplate; claims are `data-<name>-<ordinal>`.
@@ -293,23 +293,6 @@ fn container(
     }
 }
 
-/// A container that may not gain privileges, write its root filesystem or keep any
-/// capability: the Pod Security Standards' `restricted` profile and then some.
-pub(super) fn restricted() -> SecurityContext {
-    SecurityContext {
-        allow_privilege_escalation: Some(false),
-        privileged: Some(false),
-        read_only_root_filesystem: Some(true),
-        run_as_non_root: Some(true),
-        capabilities: Some(Capabilities {
-            drop: Some(vec!["ALL".to_owned()]),
-            ..Capabilities::default()
-        }),
-        seccomp_profile: Some(runtime_default()),
-        ..SecurityContext::default()
-    }
-}
-
 /// Ready once the engine's own readiness command succeeds.
 fn readiness_probe(engine: &EngineProfile) -> Probe {
     Probe {
@@ -356,14 +339,6 @@ fn startup_probe(port: IntOrString) -> Probe {
         period_seconds: Some(5),
         failure_threshold: Some(60),
         ..Probe::default()
-    }
-}
-
-/// The container runtime's default seccomp profile.
-fn runtime_default() -> SeccompProfile {
-    SeccompProfile {
-        type_: "RuntimeDefault".to_owned(),
-        ..SeccompProfile::default()
     }
 }
 
