@@ -171,13 +171,10 @@ const MONGODB: EngineProfile = EngineProfile {
         "--keyFile",
         MONGODB_KEYFILE,
     ],
-    // Ready once it serves: a primary, or a secondary that has caught up (not while it
-    // starts, copies its initial data or recovers).
     readiness_command: &[
-        "mongosh",
-        "--quiet",
-        "--eval",
-        "const h = db.hello(); quit(h.isWritablePrimary || h.secondary ? 0 : 1)",
+        "bash",
+        "-c",
+        include_str!("resources/scripts/mongodb-ready.sh"),
     ],
 };
 

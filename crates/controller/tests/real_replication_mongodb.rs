@@ -1,7 +1,8 @@
 //! mongodb replica sets on real servers: the operator initiates the set and adds
-//! members, `-ro` reaches a secondary, the set's own election replaces a lost primary
-//! and the operator follows it, a switchover under writes loses no acknowledged write,
-//! and scaling adds and removes members, never the primary.
+//! members, `-ro` reaches a secondary, the compatibility version follows the series,
+//! the set's own election replaces a lost primary and the operator follows it, a
+//! switchover under writes loses no acknowledged write, and scaling adds and removes
+//! members, never the primary.
 
 mod common;
 
@@ -15,10 +16,9 @@ use testenv::toolkit::failover::{
     switchover_under_writes, write_from,
 };
 use testenv::toolkit::real_tier::{
-    REAL_WAIT, assert_primary_and_lag, client_answers, cordon, enforce_restricted, exec,
+    assert_primary_and_lag, client_answers, cordon, enforce_restricted, exec, in_pod_eventually,
     run_client, wait_for_answer,
 };
-use testenv::toolkit::wait::eventually;
 
 const CLIENT: &str = "mongo:6.0";
 
@@ -61,16 +61,27 @@ async fn assert_secondary_with(env: &Env, pod: &str, documents: usize) {
     wait_for_answer(env, pod, &["sh", "-c", MEMBER], &expected, &what).await;
 }
 
+/// One replica set goes through what needs no failure: reads through `-ro`, the
+/// compatibility version raised to the series its members run, then scaling up and down
+/// (one set for all three, as each set costs a minute of startup on two cores).
 #[tokio::test]
-async fn three_mongodb_instances_are_one_replica_set_read_through_ro() {
+async fn one_mongodb_replica_set_reads_through_ro_follows_its_series_and_scales() {
     let env = start().await;
     replica_set(&env, 3).await;
-    assert_primary_and_lag(&env, "orders", "orders-0", "seconds", |i| {
+    reads_go_through_ro_to_a_secondary(&env).await;
+    the_compatibility_version_follows_the_series(&env).await;
+    scaling_adds_and_removes_members_never_the_primary(&env).await;
+}
+
+/// The set of three streams to its secondaries and `-ro` reads from one that refuses
+/// writes; the members share the replica-set key, never the application's password.
+async fn reads_go_through_ro_to_a_secondary(env: &Env) {
+    assert_primary_and_lag(env, "orders", "orders-0", "seconds", |i| {
         i.lag_seconds.is_some() && i.lag_bytes.is_none()
     })
     .await;
 
-    let (ok, output) = run_client(&env, "orders", CLIENT, &write_document("$URI", 1)).await;
+    let (ok, output) = run_client(env, "orders", CLIENT, &write_document("$URI", 1)).await;
     assert!(ok, "{output}");
     assert_written_on_a_primary(&output, "true");
     // Read through -ro: the document arrives, on a secondary that refuses writes.
@@ -78,7 +89,7 @@ async fn three_mongodb_instances_are_one_replica_set_read_through_ro() {
 mongosh "$RO_URI" --quiet --eval 'print(db.hello().secondary)'
 if mongosh "$RO_URI" --quiet --eval 'db.orders.insertOne({ _id: 9 })' >/dev/null 2>&1; then echo "a secondary took a write"; fi"#;
     client_answers(
-        &env,
+        env,
         "orders",
         CLIENT,
         read,
@@ -87,12 +98,12 @@ if mongosh "$RO_URI" --quiet --eval 'db.orders.insertOne({ _id: 9 })' >/dev/null
     )
     .await;
     for member in ["orders-1", "orders-2"] {
-        assert_secondary_with(&env, member, 1).await;
+        assert_secondary_with(env, member, 1).await;
     }
     // The members authenticate each other with the replica-set key, never the
     // application's password.
     let members = exec(
-        &env,
+        env,
         "orders-0",
         &[
             "sh",
@@ -157,24 +168,21 @@ async fn a_mongodb_switchover_under_writes_loses_no_acknowledged_write() {
     );
 }
 
-#[tokio::test]
-async fn mongodb_scaling_adds_and_removes_members_never_the_primary() {
-    let env = start().await;
-    replica_set(&env, 3).await;
-    let (ok, output) = run_client(&env, "orders", CLIENT, &write_document("$URI", 1)).await;
-    assert!(ok, "{output}");
-    for replicas in [5, 2, 1] {
-        let db = scale_and_wait_replicated(&env, "orders", replicas).await;
+/// Scaling to four members and down to one keeps `orders-0` the primary, and every
+/// secondary holds the document written before.
+async fn scaling_adds_and_removes_members_never_the_primary(env: &Env) {
+    for replicas in [4, 2, 1] {
+        let db = scale_and_wait_replicated(env, "orders", replicas).await;
         assert_eq!(
             db.status.and_then(|s| s.primary).as_deref(),
             Some("orders-0"),
             "at {replicas}"
         );
         for ordinal in 1..replicas {
-            assert_secondary_with(&env, &format!("orders-{ordinal}"), 1).await;
+            assert_secondary_with(env, &format!("orders-{ordinal}"), 1).await;
         }
         let members = exec(
-            &env,
+            env,
             "orders-0",
             &[
                 "sh",
@@ -191,7 +199,7 @@ async fn mongodb_scaling_adds_and_removes_members_never_the_primary() {
         );
     }
     // One member left: the primary, still taking writes with the document.
-    let (ok, output) = run_client(&env, "orders", CLIENT, &write_document("$URI", 2)).await;
+    let (ok, output) = run_client(env, "orders", CLIENT, &write_document("$URI", 2)).await;
     assert!(ok, "{output}");
     assert_written_on_a_primary(&output, "true");
 }
@@ -247,7 +255,7 @@ async fn in_sync_mode_a_killed_mongodb_primary_loses_no_acknowledged_write() {
     let (output, _) = kill_the_primary_under_writes(&env, CLIENT, &writer, "orders-0").await;
     replicated(&env, "orders").await;
     assert_none_lost(&env, CLIENT, testenv::clients::MONGODB_WRITTEN, &output).await;
-    eventually(REAL_WAIT, "orders-0 a secondary again", || async {
+    in_pod_eventually("orders-0 a secondary again", || async {
         exec(&env, "orders-0", &["sh", "-c", MEMBER])
             .await
             .ok()
@@ -270,14 +278,13 @@ async fn a_controller_killed_while_following_an_election_finishes_it_when_it_is_
 const COMPATIBILITY: &str = r#"db.getSiblingDB("admin").auth(process.env.MONGO_INITDB_ROOT_USERNAME, process.env.MONGO_INITDB_ROOT_PASSWORD);
 print(db.adminCommand({ getParameter: 1, featureCompatibilityVersion: 1 }).featureCompatibilityVersion.version)"#;
 
-#[tokio::test]
-async fn the_feature_compatibility_version_follows_the_series_every_member_runs() {
-    let env = start().await;
-    replica_set(&env, 2).await;
+/// Lowered as an upgrade from 5.0 leaves it, the compatibility version is raised to
+/// the 6.0 every member runs, with an event.
+async fn the_compatibility_version_follows_the_series(env: &Env) {
     // As a set is left after an upgrade from 5.0: its members run 6.0, its data keeps
     // 5.0's formats until the version is raised.
     let lowered = exec(
-        &env,
+        env,
         "orders-0",
         &[
             "mongosh",
@@ -289,20 +296,16 @@ const r = db.adminCommand({ setFeatureCompatibilityVersion: "5.0" }); if (!r.ok)
     )
     .await;
     assert!(lowered.is_ok(), "{lowered:?}");
-    eventually(
-        REAL_WAIT,
-        "the compatibility version raised to 6.0",
-        || async {
-            let answer = exec(
-                &env,
-                "orders-0",
-                &["mongosh", "--quiet", "--eval", COMPATIBILITY],
-            )
-            .await
-            .ok()?;
-            (answer.trim() == "6.0").then_some(())
-        },
-    )
+    in_pod_eventually("the compatibility version raised to 6.0", || async {
+        let answer = exec(
+            env,
+            "orders-0",
+            &["mongosh", "--quiet", "--eval", COMPATIBILITY],
+        )
+        .await
+        .ok()?;
+        (answer.trim() == "6.0").then_some(())
+    })
     .await;
     let events = env.events_of("Database", "orders").await;
     assert!(

@@ -71,7 +71,7 @@ async fn assert_follows_with_rows(env: &Env, pod: &str, rows: usize) {
 }
 
 #[tokio::test]
-async fn three_mysql_instances_are_one_primary_and_two_gtid_replicas() {
+async fn three_mysql_instances_are_one_primary_and_two_gtid_replicas_and_scale_keeping_it() {
     let env = start().await;
     three_with_a_short_bound(&env, "mysql", "9.7").await;
     assert_primary_and_lag(&env, "orders", "orders-0", "transactions", |i| {
@@ -99,6 +99,24 @@ async fn three_mysql_instances_are_one_primary_and_two_gtid_replicas() {
     for replica in ["orders-1", "orders-2"] {
         assert_follows_with_rows(&env, replica, 1).await;
     }
+
+    // Scaled to five (the new replicas cloned from the primary) and down to one,
+    // `orders-0` stays the primary and every replica holds the row.
+    for replicas in [5, 2, 1] {
+        let db = scale_and_wait_replicated(&env, "orders", replicas).await;
+        assert_eq!(
+            db.status.and_then(|s| s.primary).as_deref(),
+            Some("orders-0"),
+            "at {replicas}"
+        );
+        for ordinal in 1..replicas {
+            assert_follows_with_rows(&env, &format!("orders-{ordinal}"), 1).await;
+        }
+    }
+    // One instance left: the primary, still taking writes with the row.
+    let (ok, output) = run_client(&env, "orders", CLIENT, &write_row(2)).await;
+    assert!(ok, "{output}");
+    assert_written_on_a_primary(&output, "0");
 }
 
 #[tokio::test]
@@ -192,29 +210,6 @@ async fn a_hung_mysql_primary_is_fenced_replaced_and_rejoins_as_a_replica() {
     replicated(&env, "orders").await;
     assert_follows_with_rows(&env, "orders-0", 2).await;
     assert_primary(&env, &promoted).await;
-}
-
-#[tokio::test]
-async fn mysql_scaling_adds_cloned_replicas_and_removes_replicas_never_the_primary() {
-    let env = start().await;
-    three_with_a_short_bound(&env, "mysql", "9.7").await;
-    let (ok, output) = run_client(&env, "orders", CLIENT, &write_row(1)).await;
-    assert!(ok, "{output}");
-    for replicas in [5, 2, 1] {
-        let db = scale_and_wait_replicated(&env, "orders", replicas).await;
-        assert_eq!(
-            db.status.and_then(|s| s.primary).as_deref(),
-            Some("orders-0"),
-            "at {replicas}"
-        );
-        for ordinal in 1..replicas {
-            assert_follows_with_rows(&env, &format!("orders-{ordinal}"), 1).await;
-        }
-    }
-    // One instance left: the primary, still taking writes with the row.
-    let (ok, output) = run_client(&env, "orders", CLIENT, &write_row(2)).await;
-    assert!(ok, "{output}");
-    assert_written_on_a_primary(&output, "0");
 }
 
 #[tokio::test]

@@ -2,6 +2,7 @@
 //! really answer. A client Pod with a Database's connection Secret, a command in an
 //! instance's container, an instance restarted or hung, the node cordoned.
 
+use std::future::Future;
 use std::time::Duration;
 
 use database_api::Database;
@@ -13,7 +14,7 @@ use serde_json::json;
 
 use super::cluster::Cluster;
 use super::kubectl;
-use super::wait::eventually;
+use super::wait::{Wait, eventually};
 use crate::clients::ClientPod;
 
 /// How long a Database may take to reach Running on the real tier: mysql's first
@@ -129,13 +130,27 @@ pub async fn wait_for_answer(
     expected: &[&str],
     what: &str,
 ) {
-    eventually(REAL_WAIT, what, || async {
+    in_pod_eventually(what, || async {
         exec(cluster, pod, command)
             .await
             .ok()
             .filter(|answer| answer.split_whitespace().eq(expected.iter().copied()))
     })
     .await;
+}
+
+/// Polls `check`, which runs a command in a database container, once a second for up
+/// to [`REAL_WAIT`]: a database client starting costs up to a CPU second (mongosh), so
+/// polling as often as an API read would take the CPU the servers under test need.
+pub async fn in_pod_eventually<T, F, Fut>(what: &str, check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    Wait::new(what, REAL_WAIT)
+        .every(Duration::from_secs(1))
+        .until_some(check)
+        .await
 }
 
 /// Deletes Pod `pod` and waits until its replacement is Ready (a new uid).
