@@ -293,4 +293,47 @@ mod tests {
         );
         assert_eq!(data_layout(Engine::Mongodb, "7.0").mount_path, "/data/db");
     }
+
+    /// The bytes the mongodb readiness script's `printf` sends, its escapes decoded.
+    fn readiness_request() -> Vec<u8> {
+        let script = MONGODB.readiness_command[2];
+        let start = script.find("printf '").expect("a printf") + "printf '".len();
+        let format = &script[start..start + script[start..].find('\'').expect("closed")];
+        let mut bytes = Vec::new();
+        let mut rest = format;
+        while let Some(c) = rest.chars().next() {
+            if let Some(hex) = rest.strip_prefix("\\x") {
+                bytes.push(u8::from_str_radix(&hex[..2], 16).expect("two hex digits"));
+                rest = &hex[2..];
+            } else {
+                bytes.push(u8::try_from(c).expect("ASCII"));
+                rest = &rest[1..];
+            }
+        }
+        bytes
+    }
+
+    fn int32_at(bytes: &[u8], at: usize) -> usize {
+        let word: [u8; 4] = bytes[at..at + 4].try_into().expect("four bytes");
+        usize::try_from(i32::from_le_bytes(word)).expect("not negative")
+    }
+
+    #[test]
+    fn the_mongodb_readiness_probe_sends_one_well_formed_hello() {
+        let request = readiness_request();
+        // Header: the whole length, then OP_MSG (2013); no flags; a body section (0).
+        assert_eq!(int32_at(&request, 0), request.len());
+        assert_eq!(int32_at(&request, 12), 2013);
+        assert_eq!(int32_at(&request, 16), 0);
+        assert_eq!(request[20], 0);
+        // The body: one BSON document filling the rest, { hello: 1, $db: "admin" }.
+        let document = &request[21..];
+        assert_eq!(int32_at(document, 0), document.len());
+        assert_eq!(&document[4..11], b"\x10hello\0");
+        assert_eq!(int32_at(document, 11), 1);
+        assert_eq!(&document[15..20], b"\x02$db\0");
+        assert_eq!(int32_at(document, 20), "admin\0".len());
+        assert_eq!(&document[24..], b"admin\0\0");
+        assert_eq!(MONGODB.readiness_command[..2], ["bash", "-c"]);
+    }
 }
