@@ -159,15 +159,7 @@ async fn three_instances_stream_to_two_replicas_and_scale_never_losing_the_prima
     assert_eq!(status.instances.len(), 3, "{:?}", status.instances);
     let (ok, output) = run_client(&env, "orders", "postgres:17", WRITE).await;
     assert!(ok, "{output}");
-    client_answers(
-        &env,
-        "orders",
-        "postgres:17",
-        READ_REPLICA,
-        &["tea", "t"],
-        "read on a replica",
-    )
-    .await;
+    read_on_a_replica(&env, "read on a replica").await;
     for replicas in [5, 2, 1] {
         let db = scale_and_wait_replicated(&env, "orders", replicas).await;
         let status = db.status.expect("status");
@@ -182,18 +174,22 @@ async fn three_instances_stream_to_two_replicas_and_scale_never_losing_the_prima
         assert!(ok, "at {replicas}: {output}");
         assert_eq!(output.trim(), "tea", "the row at {replicas} instances");
         if replicas > 1 {
-            let what = format!("read on a replica at {replicas} instances");
-            client_answers(
-                &env,
-                "orders",
-                "postgres:17",
-                READ_REPLICA,
-                &["tea", "t"],
-                &what,
-            )
-            .await;
+            read_on_a_replica(&env, &format!("read on a replica at {replicas} instances")).await;
         }
     }
+}
+
+/// The row written by [`WRITE`] read through `-ro`, from a server in recovery.
+async fn read_on_a_replica(env: &Env, what: &str) {
+    client_answers(
+        env,
+        "orders",
+        "postgres:17",
+        READ_REPLICA,
+        &["tea", "t"],
+        what,
+    )
+    .await;
 }
 
 /// One failover under writes: a writer runs through `-rw`; after a few seconds the
