@@ -335,5 +335,8 @@ mod tests {
         assert_eq!(int32_at(document, 20), "admin\0".len());
         assert_eq!(&document[24..], b"admin\0\0");
         assert_eq!(MONGODB.readiness_command[..2], ["bash", "-c"]);
+        // The script names the port itself; it must be the one the server listens on.
+        let target = format!("/dev/tcp/127.0.0.1/{}", MONGODB.port);
+        assert!(MONGODB.readiness_command[2].contains(&target), "{target}");
     }
 }
