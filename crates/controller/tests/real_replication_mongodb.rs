@@ -120,6 +120,85 @@ if mongosh "$RO_URI" --quiet --eval 'db.orders.insertOne({ _id: 9 })' >/dev/null
     );
 }
 
+/// The feature compatibility version of member `pod`, as the administrator asks it.
+const COMPATIBILITY: &str = r#"db.getSiblingDB("admin").auth(process.env.MONGO_INITDB_ROOT_USERNAME, process.env.MONGO_INITDB_ROOT_PASSWORD);
+print(db.adminCommand({ getParameter: 1, featureCompatibilityVersion: 1 }).featureCompatibilityVersion.version)"#;
+
+/// Lowered as an upgrade from 5.0 leaves it, the compatibility version is raised to
+/// the 6.0 every member runs, with an event.
+async fn the_compatibility_version_follows_the_series(env: &Env) {
+    // As a set is left after an upgrade from 5.0: its members run 6.0, its data keeps
+    // 5.0's formats until the version is raised.
+    let lowered = exec(
+        env,
+        "orders-0",
+        &[
+            "mongosh",
+            "--quiet",
+            "--eval",
+            r#"db.getSiblingDB("admin").auth(process.env.MONGO_INITDB_ROOT_USERNAME, process.env.MONGO_INITDB_ROOT_PASSWORD);
+const r = db.adminCommand({ setFeatureCompatibilityVersion: "5.0" }); if (!r.ok) { throw new Error(r.errmsg); }"#,
+        ],
+    )
+    .await;
+    assert!(lowered.is_ok(), "{lowered:?}");
+    in_pod_eventually("the compatibility version raised to 6.0", || async {
+        let answer = exec(
+            env,
+            "orders-0",
+            &["mongosh", "--quiet", "--eval", COMPATIBILITY],
+        )
+        .await
+        .ok()?;
+        (answer.trim() == "6.0").then_some(())
+    })
+    .await;
+    let events = env.events_of("Database", "orders").await;
+    assert!(
+        events
+            .iter()
+            .any(|(_, reason, note)| reason == "CompatibilityRaised"
+                && note.contains("from 5.0 to 6.0")),
+        "{events:?}"
+    );
+}
+
+/// Scaling to four members and down to one keeps `orders-0` the primary, and every
+/// secondary holds the document written before.
+async fn scaling_adds_and_removes_members_never_the_primary(env: &Env) {
+    for replicas in [4, 2, 1] {
+        let db = scale_and_wait_replicated(env, "orders", replicas).await;
+        assert_eq!(
+            db.status.and_then(|s| s.primary).as_deref(),
+            Some("orders-0"),
+            "at {replicas}"
+        );
+        for ordinal in 1..replicas {
+            assert_secondary_with(env, &format!("orders-{ordinal}"), 1).await;
+        }
+        let members = exec(
+            env,
+            "orders-0",
+            &[
+                "sh",
+                "-c",
+                r#"mongosh --quiet --eval 'db.getSiblingDB("admin").auth(process.env.MONGO_INITDB_ROOT_USERNAME, process.env.MONGO_INITDB_ROOT_PASSWORD); print(rs.conf().members.length)'"#,
+            ],
+        )
+        .await
+        .expect("mongosh");
+        assert_eq!(
+            members.trim(),
+            replicas.to_string(),
+            "members at {replicas}"
+        );
+    }
+    // One member left: the primary, still taking writes with the document.
+    let (ok, output) = run_client(env, "orders", CLIENT, &write_document("$URI", 2)).await;
+    assert!(ok, "{output}");
+    assert_written_on_a_primary(&output, "true");
+}
+
 #[tokio::test]
 async fn a_lost_mongodb_primary_is_replaced_by_election_and_rejoins_as_a_secondary() {
     let env = start().await;
@@ -166,42 +245,6 @@ async fn a_mongodb_switchover_under_writes_loses_no_acknowledged_write() {
         !annotations.contains_key(database_api::replication::SWITCHOVER_ANNOTATION),
         "the switchover request is removed once done"
     );
-}
-
-/// Scaling to four members and down to one keeps `orders-0` the primary, and every
-/// secondary holds the document written before.
-async fn scaling_adds_and_removes_members_never_the_primary(env: &Env) {
-    for replicas in [4, 2, 1] {
-        let db = scale_and_wait_replicated(env, "orders", replicas).await;
-        assert_eq!(
-            db.status.and_then(|s| s.primary).as_deref(),
-            Some("orders-0"),
-            "at {replicas}"
-        );
-        for ordinal in 1..replicas {
-            assert_secondary_with(env, &format!("orders-{ordinal}"), 1).await;
-        }
-        let members = exec(
-            env,
-            "orders-0",
-            &[
-                "sh",
-                "-c",
-                r#"mongosh --quiet --eval 'db.getSiblingDB("admin").auth(process.env.MONGO_INITDB_ROOT_USERNAME, process.env.MONGO_INITDB_ROOT_PASSWORD); print(rs.conf().members.length)'"#,
-            ],
-        )
-        .await
-        .expect("mongosh");
-        assert_eq!(
-            members.trim(),
-            replicas.to_string(),
-            "members at {replicas}"
-        );
-    }
-    // One member left: the primary, still taking writes with the document.
-    let (ok, output) = run_client(env, "orders", CLIENT, &write_document("$URI", 2)).await;
-    assert!(ok, "{output}");
-    assert_written_on_a_primary(&output, "true");
 }
 
 #[tokio::test]
@@ -272,47 +315,4 @@ async fn a_controller_killed_while_following_an_election_finishes_it_when_it_is_
         json!({"engine": "mongodb", "version": "6.0", "storage": "1Gi", "replicas": 3}),
     )
     .await;
-}
-
-/// The feature compatibility version of member `pod`, as the administrator asks it.
-const COMPATIBILITY: &str = r#"db.getSiblingDB("admin").auth(process.env.MONGO_INITDB_ROOT_USERNAME, process.env.MONGO_INITDB_ROOT_PASSWORD);
-print(db.adminCommand({ getParameter: 1, featureCompatibilityVersion: 1 }).featureCompatibilityVersion.version)"#;
-
-/// Lowered as an upgrade from 5.0 leaves it, the compatibility version is raised to
-/// the 6.0 every member runs, with an event.
-async fn the_compatibility_version_follows_the_series(env: &Env) {
-    // As a set is left after an upgrade from 5.0: its members run 6.0, its data keeps
-    // 5.0's formats until the version is raised.
-    let lowered = exec(
-        env,
-        "orders-0",
-        &[
-            "mongosh",
-            "--quiet",
-            "--eval",
-            r#"db.getSiblingDB("admin").auth(process.env.MONGO_INITDB_ROOT_USERNAME, process.env.MONGO_INITDB_ROOT_PASSWORD);
-const r = db.adminCommand({ setFeatureCompatibilityVersion: "5.0" }); if (!r.ok) { throw new Error(r.errmsg); }"#,
-        ],
-    )
-    .await;
-    assert!(lowered.is_ok(), "{lowered:?}");
-    in_pod_eventually("the compatibility version raised to 6.0", || async {
-        let answer = exec(
-            env,
-            "orders-0",
-            &["mongosh", "--quiet", "--eval", COMPATIBILITY],
-        )
-        .await
-        .ok()?;
-        (answer.trim() == "6.0").then_some(())
-    })
-    .await;
-    let events = env.events_of("Database", "orders").await;
-    assert!(
-        events
-            .iter()
-            .any(|(_, reason, note)| reason == "CompatibilityRaised"
-                && note.contains("from 5.0 to 6.0")),
-        "{events:?}"
-    );
 }
