@@ -7,6 +7,7 @@ use kube::Client;
 use kube::runtime::reflector::Store;
 
 use crate::metrics::Metrics;
+use crate::objects::ledger::Ledger;
 use crate::replication::outage::Outages;
 use crate::resources::BuildConfig;
 use operator_runtime::events::{Publisher, Reporter};
@@ -60,6 +61,9 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     /// When each Database's primary was first seen not ready (see [`Outages`]).
     pub outages: Outages,
+    /// What the owned objects' watches and the passes know of each owned object
+    /// (see [`Ledger`]); empty, and so never consulted, where no watch runs.
+    pub ledger: Arc<Ledger>,
     /// The caches of DatabaseBackups the backup watches keep (one per watched
     /// namespace, or one for all), which a Database's reconcile reads its backups from.
     backups: Mutex<Vec<Store<DatabaseBackup>>>,
@@ -84,6 +88,7 @@ impl Context {
             settings,
             metrics,
             outages: Outages::default(),
+            ledger: Arc::default(),
             backups: Mutex::default(),
         }
     }

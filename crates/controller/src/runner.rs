@@ -18,10 +18,13 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Predicate as _, PredicateConfig, WatchStreamExt as _, predicates, watcher};
 use kube::{Client, ResourceExt as _};
 use operator_runtime::Controller;
-use operator_runtime::watch::{WatchBackoff, cached, keys_of, owners_of_changed, scoped_api};
+use operator_runtime::watch::{
+    WatchBackoff, cached, keys_of, owners_of_changed, owners_of_changed_noted, scoped_api,
+};
 
 use crate::backup;
 use crate::context::Context;
+use crate::objects::ledger::Ledger;
 use crate::reconcile::{error_policy, reconcile};
 
 /// The annotation `kubectl apply` keeps the whole applied object in.
@@ -48,7 +51,7 @@ pub async fn run(
     };
     let mut controllers = Vec::new();
     for namespace in namespaces {
-        let (triggers, store) = triggers(&ctx.client, namespace.as_deref());
+        let (triggers, store) = triggers(&ctx.client, &ctx.ledger, namespace.as_deref());
         let databases = Controller::new(triggers, store)
             .concurrency(concurrency)
             .metrics(ctx.metrics.queue.clone())
@@ -126,6 +129,7 @@ fn databases_of_backups(
 /// Databases those watches keep.
 fn triggers(
     client: &Client,
+    ledger: &Arc<Ledger>,
     namespace: Option<&str>,
 ) -> (
     impl Stream<Item = ObjectRef<Database>> + use<>,
@@ -161,16 +165,44 @@ fn triggers(
     let managed = managed_by();
     let streams = vec![
         databases,
-        owners_of_changed::<StatefulSet, Database>(client, namespace, &managed),
-        owners_of_changed::<Service, Database>(client, namespace, &managed),
-        owners_of_changed::<Secret, Database>(client, namespace, &managed),
-        owners_of_changed::<PodDisruptionBudget, Database>(client, namespace, &managed),
-        owners_of_changed::<ConfigMap, Database>(client, namespace, &managed),
+        owned_changes::<StatefulSet>(client, ledger, namespace),
+        owned_changes::<Service>(client, ledger, namespace),
+        owned_changes::<Secret>(client, ledger, namespace),
+        owned_changes::<PodDisruptionBudget>(client, ledger, namespace),
+        owned_changes::<ConfigMap>(client, ledger, namespace),
         owners_of_changed::<Job, Database>(client, namespace, &managed),
         instances_of(client, namespace),
         databases_of_backups(client, namespace),
     ];
     (keys_of(futures::stream::select_all(streams)), reader)
+}
+
+/// The Databases whose owned objects of kind `K` change, each change noted in the
+/// ledger; a change that only echoes the controller's own write brings no pass.
+fn owned_changes<K>(
+    client: &Client,
+    ledger: &Arc<Ledger>,
+    namespace: Option<&str>,
+) -> BoxStream<'static, Result<ObjectRef<Database>, watcher::Error>>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + 'static,
+{
+    let (ledger, scope) = (ledger.clone(), namespace.map(str::to_owned));
+    let note = move |event: &watcher::Event<PartialObjectMeta<K>>| {
+        ledger.watched(scope.as_deref(), event);
+        match event {
+            watcher::Event::Apply(object) | watcher::Event::InitApply(object) => {
+                !ledger.is_echo::<K>(&object.metadata)
+            }
+            _ => true,
+        }
+    };
+    owners_of_changed_noted::<K, Database>(client, namespace, &managed_by(), note)
 }
 
 /// The Databases whose instances' Pods change (readiness above all: a primary that

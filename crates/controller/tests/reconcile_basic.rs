@@ -9,6 +9,7 @@ mod common;
 use common::Env;
 use database_api::conditions;
 use database_api::constants::FINALIZER;
+use database_controller::resources::meta::ROLE_LABEL;
 use database_controller::runner::Scope;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{Secret, Service};
@@ -166,6 +167,37 @@ async fn drift_in_owned_objects_is_corrected() {
             .flatten()
             .filter(|s| s.uid() != old_uid)
     })
+    .await;
+
+    // Someone points the replicas' Service at the primary, after passes that found it
+    // as wanted and have since left it unread: the change is seen and undone.
+    let role = format!("spec.selector.{ROLE_LABEL}");
+    services
+        .patch(
+            "drift-ro",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"selector": {(ROLE_LABEL): "primary"}}})),
+        )
+        .await
+        .expect("edited");
+    eventually(
+        WAIT,
+        &format!("{role} of drift-ro back to replica"),
+        || async {
+            services
+                .get_opt("drift-ro")
+                .await
+                .ok()
+                .flatten()
+                .filter(|s| {
+                    s.spec
+                        .as_ref()
+                        .and_then(|spec| spec.selector.as_ref())
+                        .and_then(|selector| selector.get(ROLE_LABEL))
+                        .is_some_and(|value| value == "replica")
+                })
+        },
+    )
     .await;
 }
 

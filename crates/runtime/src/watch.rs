@@ -136,13 +136,51 @@ where
         + 'static,
     O: kube::Resource<DynamicType = ()> + Send + 'static,
 {
+    owners_of_changed_noted::<K, O>(client, namespace, label_selector, |_| true)
+}
+
+/// [`owners_of_changed`], with every event shown to `note` first (to keep a record of
+/// the objects' versions, say); an object whose change `note` answers `false` to
+/// triggers no owner. A deletion always does.
+pub fn owners_of_changed_noted<K, O>(
+    client: &Client,
+    namespace: Option<&str>,
+    label_selector: &str,
+    note: impl Fn(&watcher::Event<PartialObjectMeta<K>>) -> bool + Send + 'static,
+) -> BoxStream<'static, Result<ObjectRef<O>, watcher::Error>>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + 'static,
+    O: kube::Resource<DynamicType = ()> + Send + 'static,
+{
     let owned = watcher::Config::default().labels(label_selector);
-    let changes = watcher(scoped_api::<PartialObjectMeta<K>>(client, namespace), owned)
-        .backoff(WatchBackoff::default())
-        .touched_objects();
-    trigger_owners(changes, (), ())
+    let events = watcher(scoped_api::<PartialObjectMeta<K>>(client, namespace), owned)
+        .backoff(WatchBackoff::default());
+    trigger_owners(noted(events, note).touched_objects(), (), ())
         .map(|result| result.map(|request| request.obj_ref))
         .boxed()
+}
+
+/// `events`, each shown to `note`, without the changes `note` answers `false` to.
+fn noted<K>(
+    events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
+    note: impl Fn(&watcher::Event<K>) -> bool,
+) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> {
+    events.filter(move |result| {
+        let keep = match result {
+            Ok(event @ (watcher::Event::Apply(_) | watcher::Event::InitApply(_))) => note(event),
+            Ok(event) => {
+                note(event);
+                true
+            }
+            Err(_) => true,
+        };
+        futures::future::ready(keep)
+    })
 }
 
 #[cfg(test)]
@@ -198,6 +236,30 @@ mod tests {
         relisted.sort();
         assert_eq!(relisted, ["new", "old"]);
         assert_eq!(rest[2..], ["changed"]);
+    }
+
+    /// Every event reaches `note`; only the changes it refuses are dropped.
+    #[tokio::test]
+    async fn noted_events_drop_only_the_changes_refused() {
+        let events = vec![
+            Ok(Event::Init),
+            Ok(Event::InitApply(map("listed-echo"))),
+            Ok(Event::InitDone),
+            Ok(Event::Apply(map("echo"))),
+            Ok(Event::Apply(map("changed"))),
+            Ok(Event::Delete(map("echo"))),
+        ];
+        let shown = std::sync::Mutex::new(0);
+        let kept: Vec<_> = noted(futures::stream::iter(events), |event| {
+            *shown.lock().expect("not poisoned") += 1;
+            !matches!(event, Event::Apply(m) | Event::InitApply(m) if m.name_any().contains("echo"))
+        })
+        .touched_objects()
+        .map(|object| object.expect("no errors were sent").name_any())
+        .collect()
+        .await;
+        assert_eq!(kept, ["changed", "echo"]);
+        assert_eq!(*shown.lock().expect("not poisoned"), 6);
     }
 
     #[test]

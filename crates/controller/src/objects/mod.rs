@@ -3,12 +3,13 @@
 //! when it would change nothing; reads and deletes that treat "not found" as an answer.
 
 pub mod drift;
+pub mod ledger;
 pub mod ownership;
 
 use std::fmt::Debug;
 
 use database_api::constants::FIELD_MANAGER;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, GetParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use operator_runtime::errors::{is_already_exists, is_not_found};
 use serde::Serialize;
@@ -43,6 +44,12 @@ fn compare<K: Serialize>(
     let observed_json = observed.map(serialize).transpose()?;
     let changes = needs_apply(&body, &hash, observed_json.as_ref());
     Ok((body, hash, changes))
+}
+
+/// The hash an apply of `desired` records, as the ledger keeps it.
+pub fn hash_of<K: Serialize>(desired: &K) -> Result<Option<u64>, Error> {
+    let body = serde_json::to_value(desired).map_err(|e| Error::Serialize("owned object", e))?;
+    Ok(ledger::parse_hash(&desired_hash(&body)))
 }
 
 /// Whether applying `desired` would change `observed`; a missing object always would.
@@ -185,6 +192,27 @@ where
         name: name.to_owned(),
         source,
     })
+}
+
+/// Reads an object that may not exist from the API server's watch cache, without a
+/// read from etcd. The answer is at least as new as every watch event the controller
+/// has received of the object, as an informer's cache would be, and may miss a write
+/// those events have not yet shown: only for objects where a late answer at worst
+/// costs a request (a create that finds the object there, an apply of what already
+/// is), and a missed change is seen when its own watch event brings the next pass.
+pub async fn get_cached_opt<K>(api: &Api<K>, name: &str) -> Result<Option<K>, Error>
+where
+    K: Resource<DynamicType = ()> + DeserializeOwned + Clone + Debug,
+{
+    match api.get_with(name, &GetParams::any()).await {
+        Ok(object) => Ok(Some(object)),
+        Err(error) if is_not_found(&error) => Ok(None),
+        Err(source) => Err(Error::Observe {
+            kind: K::kind(&()).into_owned(),
+            name: name.to_owned(),
+            source,
+        }),
+    }
 }
 
 /// Deletes an object if it exists: whether this call deleted it.

@@ -20,9 +20,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::conflicts::is_controlled_by;
+use super::seen::{Seen, resolve};
 use crate::context::Context;
 use crate::error::Error;
-use crate::objects::{Applied, apply, delete_if_present, delete_with, would_change};
+use crate::objects::{Applied, apply, delete_if_present, delete_with, hash_of, would_change};
 
 /// Whether a pass writes, or only notes what it would write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,8 +105,9 @@ impl<'a> Applier<'a> {
     {
         self.keep::<K>(&desired.name_any());
         if self.is_holding() {
-            if !would_change(desired, observed)? {
-                return Ok((observed.unwrap_or(desired).clone(), Applied::Unchanged));
+            if let (Some(current), false) = (observed, would_change(desired, observed)?) {
+                self.ctx.ledger.verified::<K>(current.meta());
+                return Ok((current.clone(), Applied::Unchanged));
             }
             self.note_held::<K>(&desired.name_any(), false);
             return Ok((observed.unwrap_or(desired).clone(), Applied::Held));
@@ -114,7 +116,43 @@ impl<'a> Applier<'a> {
         if applied != Applied::Unchanged {
             self.ctx.metrics.wrote("apply");
         }
+        self.ctx.ledger.verified::<K>(object.meta());
         Ok((object, applied))
+    }
+
+    /// [`Applier::apply`] against what the pass saw of the object: one it left unread
+    /// is read only when the pass wants it otherwise than when it was verified.
+    pub(crate) async fn apply_seen<K>(
+        &self,
+        api: &Api<K>,
+        desired: &K,
+        seen: &Seen<K>,
+    ) -> Result<Applied, Error>
+    where
+        K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + Debug,
+    {
+        if self.unchanged(desired, seen)? {
+            return Ok(Applied::Unchanged);
+        }
+        let current = resolve(api, seen).await?;
+        let (_, applied) = self.apply(api, desired, current.as_ref()).await?;
+        Ok(applied)
+    }
+
+    /// Whether `seen` is an unread object verified with `desired`'s hash, so that an
+    /// apply would change nothing; such an object is marked wanted.
+    pub(crate) fn unchanged<K>(&self, desired: &K, seen: &Seen<K>) -> Result<bool, Error>
+    where
+        K: Resource<DynamicType = ()> + Serialize,
+    {
+        let Seen::Unread { verified, .. } = seen else {
+            return Ok(false);
+        };
+        let unchanged = hash_of(desired)? == Some(verified.hash);
+        if unchanged {
+            self.keep::<K>(&desired.name_any());
+        }
+        Ok(unchanged)
     }
 
     /// Marks the object of kind `K` named `name` wanted without applying it (one that
@@ -160,6 +198,19 @@ impl<'a> Applier<'a> {
             self.ctx.metrics.wrote("delete");
         }
         Ok(())
+    }
+
+    /// [`Applier::prune`] of what the pass saw: one it left unread is read first.
+    pub(crate) async fn prune_seen<K>(&self, api: &Api<K>, seen: &Seen<K>) -> Result<(), Error>
+    where
+        K: Resource<DynamicType = ()> + DeserializeOwned + Clone + Debug,
+    {
+        match seen {
+            Seen::Missing => Ok(()),
+            Seen::Read(object) => self.prune(api, Some(object)).await,
+            Seen::Unread { name, .. } if self.is_wanted::<K>(name) => Ok(()),
+            Seen::Unread { .. } => self.prune(api, resolve(api, seen).await?.as_ref()).await,
+        }
     }
 
     /// Deletes `observed` when this pass did not want it and this Database controls it.
@@ -336,5 +387,101 @@ mod tests {
                 "ConfigMap orders-topology"
             ]
         );
+    }
+
+    /// The watch's report of `object`'s version, as the owned objects' watches make it.
+    fn watched(ctx: &Context, object: &ConfigMap) {
+        let seen = kube::core::PartialObjectMeta::<ConfigMap> {
+            metadata: object.metadata.clone(),
+            ..Default::default()
+        };
+        ctx.ledger
+            .watched(None, &kube::runtime::watcher::Event::Apply(seen));
+    }
+
+    #[tokio::test]
+    async fn an_object_the_ledger_vouches_for_is_neither_read_nor_written_until_wanted_otherwise() {
+        let server = ScriptedApiServer::new();
+        let ctx = context(&server);
+        let db = owner();
+        let maps: Api<ConfigMap> = Api::namespaced(server.client(), "shop");
+        let desired = map("orders-topology", Some("a1b2c3"));
+        let (created, _) = Applier::new(&ctx, &db)
+            .apply(&maps, &desired, None)
+            .await
+            .expect("created");
+        let seen = |ctx: &Context| {
+            let verified = ctx
+                .ledger
+                .current::<ConfigMap>("shop", "orders-topology")
+                .expect("vouched for");
+            Seen::Unread {
+                name: "orders-topology".into(),
+                verified,
+            }
+        };
+        // Until the watch reports the write, the ledger vouches for nothing.
+        assert!(
+            ctx.ledger
+                .current::<ConfigMap>("shop", "orders-topology")
+                .is_none()
+        );
+        watched(&ctx, &created);
+        let requests_before = server.requests().len();
+
+        let applier = Applier::new(&ctx, &db);
+        let same = applier
+            .apply_seen(&maps, &desired, &seen(&ctx))
+            .await
+            .expect("same");
+        assert_eq!(same, Applied::Unchanged);
+        assert_eq!(
+            server.requests().len(),
+            requests_before,
+            "no request at all"
+        );
+        assert!(applier.is_wanted::<ConfigMap>("orders-topology"));
+
+        let mut changed = desired.clone();
+        changed.data = Some([("primary".to_owned(), "orders-1".to_owned())].into());
+        let rewritten = applier
+            .apply_seen(&maps, &changed, &seen(&ctx))
+            .await
+            .expect("applied");
+        assert_eq!(rewritten, Applied::Updated);
+        let methods: Vec<String> = server.requests()[requests_before..]
+            .iter()
+            .map(|r| r.method.to_string())
+            .collect();
+        assert_eq!(methods, ["GET", "PATCH"], "read, then written");
+    }
+
+    #[tokio::test]
+    async fn an_unread_object_the_pass_no_longer_wants_is_read_then_pruned() {
+        let server = ScriptedApiServer::new();
+        let ctx = context(&server);
+        let db = owner();
+        let maps: Api<ConfigMap> = Api::namespaced(server.client(), "shop");
+        let (created, _) = Applier::new(&ctx, &db)
+            .apply(&maps, &map("orders-config", Some("a1b2c3")), None)
+            .await
+            .expect("created");
+        watched(&ctx, &created);
+        let verified = ctx
+            .ledger
+            .current::<ConfigMap>("shop", "orders-config")
+            .expect("vouched for");
+        let applier = Applier::new(&ctx, &db);
+        applier
+            .prune_seen(
+                &maps,
+                &Seen::Unread {
+                    name: "orders-config".into(),
+                    verified,
+                },
+            )
+            .await
+            .expect("pruned");
+        assert!(server.object(&format!("{MAPS}/orders-config")).is_none());
     }
 }

@@ -10,6 +10,7 @@ mod notify;
 mod owned;
 mod passes;
 pub mod preflight;
+mod seen;
 pub mod settings;
 pub mod status;
 pub mod storage;
@@ -149,7 +150,7 @@ async fn hold_owned(
     now: &Time,
     first_pass: bool,
 ) -> Result<Action, Error> {
-    let apis = OwnedApis::new(&ctx.client, namespace);
+    let apis = OwnedApis::new(&ctx.client, &ctx.ledger, namespace);
     let observed = Box::pin(apis.observe(db)).await?;
     // The claims' size as the StatefulSet has it: a resize is a write too.
     let template_storage = observed
@@ -221,7 +222,7 @@ async fn apply_owned(
     now: &Time,
     first_pass: bool,
 ) -> Result<Action, Error> {
-    let apis = OwnedApis::new(&ctx.client, namespace);
+    let apis = OwnedApis::new(&ctx.client, &ctx.ledger, namespace);
     // Read even on a Database's first pass: an object of its name may already exist,
     // and one it does not control is never written (see `conflicts`).
     let mut observed = Box::pin(apis.observe(db)).await?;
@@ -353,7 +354,7 @@ async fn delete(
         )
         .await;
     }
-    let apis = OwnedApis::new(&ctx.client, namespace);
+    let apis = OwnedApis::new(&ctx.client, &ctx.ledger, namespace);
     // Data is only touched through a StatefulSet this Database controls.
     let set = get_opt(&apis.sets, &db.name_any())
         .await?

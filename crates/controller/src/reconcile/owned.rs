@@ -17,15 +17,17 @@ use super::notify::announce;
 use super::passes::{
     backups_and_restore, replication_pass, rolled_back, settings_pass, soonest, stamp, upgrade_step,
 };
+use super::seen::{Seen, resolve, sight};
 use super::status::Facts;
 use super::{add_finalizer, conflicts};
 use crate::context::Context;
 use crate::error::Error;
 use crate::objects::get_opt;
+use crate::objects::ledger::Ledger;
 use crate::replication;
 use crate::resources::configmap::{build_init_configmap, build_topology_configmap};
 use crate::resources::credentials::{Credentials, Layout, random_password};
-use crate::resources::engine_config::build_config_configmap;
+use crate::resources::engine_config::{self, build_config_configmap};
 use crate::resources::meta::{
     PRIMARY, REPLICA, config_configmap_name, connection_secret_name, credentials_secret_name,
     init_configmap_name, ro_service_name, rw_service_name, topology_configmap_name,
@@ -38,22 +40,26 @@ use crate::resources::statefulset::build_statefulset;
 use crate::resources::statefulset::data_directory;
 use crate::upgrade;
 
-/// The owned objects as the API server has them.
+/// The owned objects as the API server has them. The StatefulSet, the credentials and
+/// the topology are always read, as the pass reads their contents; the others only
+/// when the ledger cannot vouch for them.
 #[derive(Default)]
 pub(crate) struct Observed {
     pub(crate) statefulset: Option<StatefulSet>,
-    pub(crate) service: Option<Service>,
+    pub(crate) service: Seen<Service>,
     pub(crate) credentials: Option<Secret>,
-    pub(crate) connection: Option<Secret>,
-    pub(crate) budget: Option<PodDisruptionBudget>,
-    pub(crate) init: Option<ConfigMap>,
+    pub(crate) connection: Seen<Secret>,
+    pub(crate) budget: Seen<PodDisruptionBudget>,
+    pub(crate) init: Seen<ConfigMap>,
     pub(crate) topology: Option<ConfigMap>,
-    pub(crate) config: Option<ConfigMap>,
-    pub(crate) rw: Option<Service>,
-    pub(crate) ro: Option<Service>,
+    pub(crate) config: Seen<ConfigMap>,
+    pub(crate) rw: Seen<Service>,
+    pub(crate) ro: Seen<Service>,
 }
 
-pub(super) struct OwnedApis {
+pub(super) struct OwnedApis<'a> {
+    ledger: &'a Ledger,
+    namespace: &'a str,
     pub(super) sets: Api<StatefulSet>,
     pub(super) services: Api<Service>,
     pub(super) secrets: Api<Secret>,
@@ -61,9 +67,11 @@ pub(super) struct OwnedApis {
     pub(super) configmaps: Api<ConfigMap>,
 }
 
-impl OwnedApis {
-    pub(super) fn new(client: &kube::Client, namespace: &str) -> Self {
+impl<'a> OwnedApis<'a> {
+    pub(super) fn new(client: &kube::Client, ledger: &'a Ledger, namespace: &'a str) -> Self {
         Self {
+            ledger,
+            namespace,
             sets: Api::namespaced(client.clone(), namespace),
             services: Api::namespaced(client.clone(), namespace),
             secrets: Api::namespaced(client.clone(), namespace),
@@ -72,7 +80,7 @@ impl OwnedApis {
         }
     }
 
-    /// Reads every owned object at once.
+    /// Reads every owned object the ledger cannot vouch for, at once.
     pub(super) async fn observe(&self, db: &Database) -> Result<Observed, Error> {
         let name = db.name_any();
         let (credentials_name, connection_name) =
@@ -83,15 +91,19 @@ impl OwnedApis {
         let (statefulset, service, credentials, connection, budget, init, topology, config, rw, ro) =
             tokio::try_join!(
                 get_opt(&self.sets, &name),
-                get_opt(&self.services, &name),
+                self.sight(&self.services, &name),
                 get_opt(&self.secrets, &credentials_name),
-                get_opt(&self.secrets, &connection_name),
-                get_opt(&self.budgets, &name),
-                get_opt(&self.configmaps, &init_name),
+                self.sight(&self.secrets, &connection_name),
+                self.sight_unless_unwanted(build_pdb(db).is_some(), &self.budgets, &name),
+                self.sight(&self.configmaps, &init_name),
                 get_opt(&self.configmaps, &topology_name),
-                get_opt(&self.configmaps, &config_name),
-                get_opt(&self.services, &primary_service),
-                get_opt(&self.services, &replica_service),
+                self.sight_unless_unwanted(
+                    engine_config::effective(db).is_some(),
+                    &self.configmaps,
+                    &config_name
+                ),
+                self.sight(&self.services, &primary_service),
+                self.sight(&self.services, &replica_service),
             )?;
         Ok(Observed {
             statefulset,
@@ -105,6 +117,31 @@ impl OwnedApis {
             rw,
             ro,
         })
+    }
+
+    async fn sight<K>(&self, api: &Api<K>, name: &str) -> Result<Seen<K>, Error>
+    where
+        K: kube::Resource<DynamicType = ()> + serde::de::DeserializeOwned + Clone + std::fmt::Debug,
+    {
+        sight(self.ledger, api, self.namespace, name).await
+    }
+
+    /// [`Self::sight`], except that an object the pass does not want is not read when
+    /// the ledger knows none of this Database's exists: there is nothing to prune, and
+    /// someone else's of that name is not in the way of anything.
+    async fn sight_unless_unwanted<K>(
+        &self,
+        wanted: bool,
+        api: &Api<K>,
+        name: &str,
+    ) -> Result<Seen<K>, Error>
+    where
+        K: kube::Resource<DynamicType = ()> + serde::de::DeserializeOwned + Clone + std::fmt::Debug,
+    {
+        if !wanted && self.ledger.none_of_ours::<K>(self.namespace, name) {
+            return Ok(Seen::Missing);
+        }
+        self.sight(api, name).await
     }
 }
 
@@ -152,7 +189,7 @@ pub(super) struct OwnedPass<'a> {
     pub(super) ctx: &'a Context,
     pub(super) databases: &'a Api<Database>,
     pub(super) db: &'a Database,
-    pub(super) apis: &'a OwnedApis,
+    pub(super) apis: &'a OwnedApis<'a>,
     pub(super) observed: &'a Observed,
     pub(super) shape: &'a Shape<'a>,
 }
@@ -175,13 +212,7 @@ impl OwnedPass<'_> {
             shape.layout,
         );
         // The configuration file is in place before a template that mounts it rolls out.
-        apply_config(
-            applier,
-            &apis.configmaps,
-            &shape.as_run,
-            observed.config.as_ref(),
-        )
-        .await?;
+        apply_config(applier, &apis.configmaps, &shape.as_run, &observed.config).await?;
         // The StatefulSet goes out first, on its own: it is what the StatefulSet
         // controller is waiting for, and it is the costliest write, which the API server
         // answers sooner when no other write of the pass competes with it. The finalizer
@@ -227,13 +258,15 @@ impl OwnedPass<'_> {
                 || db.spec.replicas > 1
                 || instances > 1
                 || db.spec.replication.mode == ReplicationMode::Sync);
+        // A StatefulSet that reports no Pods has none to list yet; the first one's watch
+        // event brings the pass that labels it.
         let report = replication_pass(
             ctx,
             self.databases,
             db,
-            &shape.named,
-            shape.span,
+            (&shape.named, shape.span),
             engine_pass,
+            instances > 0,
         )
         .await?;
         let (restore, backups) =
@@ -270,10 +303,10 @@ pub(super) async fn apply_config(
     applier: &Applier<'_>,
     configmaps: &Api<ConfigMap>,
     db: &Database,
-    observed: Option<&ConfigMap>,
+    observed: &Seen<ConfigMap>,
 ) -> Result<(), Error> {
     if let Some(desired) = build_config_configmap(db, data_directory(db).as_deref()) {
-        applier.apply(configmaps, &desired, observed).await?;
+        applier.apply_seen(configmaps, &desired, observed).await?;
     }
     Ok(())
 }
@@ -281,20 +314,20 @@ pub(super) async fn apply_config(
 /// Deletes what the pass no longer wants of what it observed (see [`Applier::prune`]).
 pub(super) async fn prune_leftovers(
     applier: &Applier<'_>,
-    apis: &OwnedApis,
+    apis: &OwnedApis<'_>,
     observed: &Observed,
 ) -> Result<(), Error> {
     tokio::try_join!(
         applier.prune(&apis.sets, observed.statefulset.as_ref()),
-        applier.prune(&apis.services, observed.service.as_ref()),
-        applier.prune(&apis.services, observed.rw.as_ref()),
-        applier.prune(&apis.services, observed.ro.as_ref()),
+        applier.prune_seen(&apis.services, &observed.service),
+        applier.prune_seen(&apis.services, &observed.rw),
+        applier.prune_seen(&apis.services, &observed.ro),
         applier.prune(&apis.secrets, observed.credentials.as_ref()),
-        applier.prune(&apis.secrets, observed.connection.as_ref()),
-        applier.prune(&apis.budgets, observed.budget.as_ref()),
-        applier.prune(&apis.configmaps, observed.init.as_ref()),
+        applier.prune_seen(&apis.secrets, &observed.connection),
+        applier.prune_seen(&apis.budgets, &observed.budget),
+        applier.prune_seen(&apis.configmaps, &observed.init),
         applier.prune(&apis.configmaps, observed.topology.as_ref()),
-        applier.prune(&apis.configmaps, observed.config.as_ref()),
+        applier.prune_seen(&apis.configmaps, &observed.config),
     )?;
     Ok(())
 }
@@ -333,7 +366,7 @@ pub(super) async fn apply_the_rest(
     applier: &Applier<'_>,
     databases: &Api<Database>,
     db: &Database,
-    apis: &OwnedApis,
+    apis: &OwnedApis<'_>,
     observed: &Observed,
     layout: Layout,
     named: &str,
@@ -344,7 +377,7 @@ pub(super) async fn apply_the_rest(
     let init = async {
         if let Some(desired) = init_scripts(db, layout) {
             applier
-                .apply(&apis.configmaps, &desired, observed.init.as_ref())
+                .apply_seen(&apis.configmaps, &desired, &observed.init)
                 .await?;
         }
         Ok(())
@@ -356,16 +389,16 @@ pub(super) async fn apply_the_rest(
             build_role_service(db, REPLICA),
         ];
         tokio::try_join!(
-            applier.apply(&apis.services, &desired[0], observed.service.as_ref()),
-            applier.apply(&apis.services, &desired[1], observed.rw.as_ref()),
-            applier.apply(&apis.services, &desired[2], observed.ro.as_ref()),
+            applier.apply_seen(&apis.services, &desired[0], &observed.service),
+            applier.apply_seen(&apis.services, &desired[1], &observed.rw),
+            applier.apply_seen(&apis.services, &desired[2], &observed.ro),
         )
     };
     let topology = build_topology_configmap(db, named);
     let budget = async {
         if let Some(desired) = build_pdb(db) {
             applier
-                .apply(&apis.budgets, &desired, observed.budget.as_ref())
+                .apply_seen(&apis.budgets, &desired, &observed.budget)
                 .await?;
         }
         Ok(())
@@ -385,7 +418,7 @@ pub(super) async fn apply_the_rest(
 /// derived from it.
 async fn apply_secrets(
     applier: &Applier<'_>,
-    apis: &OwnedApis,
+    apis: &OwnedApis<'_>,
     db: &Database,
     observed: &Observed,
 ) -> Result<(), Error> {
@@ -405,16 +438,21 @@ async fn apply_secrets(
     let credentials =
         ensure_credentials(ctx, &apis.secrets, db, observed.credentials.clone()).await?;
     let connection = build_connection_secret(db, &credentials, &ctx.settings.build.cluster_domain);
+    if applier.unchanged(&connection, &observed.connection)? {
+        return Ok(());
+    }
     // A Secret's type cannot change in place: one made before it was a Service
     // Binding Secret is replaced.
-    let current = match observed.connection.as_ref() {
+    let current = match resolve(&apis.secrets, &observed.connection).await? {
         Some(old) if old.type_ != connection.type_ => {
-            applier.remove(&apis.secrets, old).await?;
+            applier.remove(&apis.secrets, &old).await?;
             None
         }
         current => current,
     };
-    applier.apply(&apis.secrets, &connection, current).await?;
+    applier
+        .apply(&apis.secrets, &connection, current.as_ref())
+        .await?;
     Ok(())
 }
 

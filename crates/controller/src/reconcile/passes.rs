@@ -136,12 +136,17 @@ pub(super) async fn replication_pass(
     ctx: &Context,
     databases: &Api<Database>,
     db: &Database,
-    named: &str,
-    span: Option<i32>,
+    (named, span): (&str, Option<i32>),
     engine_pass: bool,
+    pods_exist: bool,
 ) -> Result<replication::Report, Error> {
     let namespace = db.namespace().ok_or(Error::MissingNamespace)?;
-    let report = replication::reconcile(ctx, db, &namespace, named, span, engine_pass).await?;
+    let topology = replication::Topology {
+        named,
+        members_span: span,
+    };
+    let report =
+        replication::reconcile(ctx, db, &namespace, topology, engine_pass, pods_exist).await?;
     replication::forget_done_switchover(databases, db, report.primary.as_deref()).await?;
     for (type_, reason, note) in &report.events {
         publish(ctx, db, *type_, reason, note.clone()).await;

@@ -66,17 +66,17 @@ pub(crate) async fn check(
 /// kept from an earlier Database, which is taken back rather than in the way.
 fn first_in_the_way(db: &Database, observed: &Observed, kept: bool) -> Option<Conflict> {
     let budget = (db.spec.replicas > 1)
-        .then(|| observed.budget.as_ref().map(|b| &b.metadata))
+        .then(|| observed.budget.read().map(|b| &b.metadata))
         .flatten();
     let layout = Layout::of(
         db.spec.engine,
         observed.credentials.as_ref().and_then(|s| s.data.as_ref()),
     );
     let init =
-        super::init_scripts(db, layout).and_then(|_| observed.init.as_ref().map(|c| &c.metadata));
+        super::init_scripts(db, layout).and_then(|_| observed.init.read().map(|c| &c.metadata));
     // A ConfigMap of the config's name is only in the way when there is a file to write.
     let config = crate::resources::engine_config::effective(db)
-        .and(observed.config.as_ref().map(|c| &c.metadata));
+        .and(observed.config.read().map(|c| &c.metadata));
     conflicts::first_conflict(
         db,
         [
@@ -84,7 +84,7 @@ fn first_in_the_way(db: &Database, observed: &Observed, kept: bool) -> Option<Co
                 "StatefulSet",
                 observed.statefulset.as_ref().map(|o| &o.metadata),
             ),
-            ("Service", observed.service.as_ref().map(|o| &o.metadata)),
+            ("Service", observed.service.read().map(|o| &o.metadata)),
             (
                 "Secret",
                 observed
@@ -93,13 +93,13 @@ fn first_in_the_way(db: &Database, observed: &Observed, kept: bool) -> Option<Co
                     .filter(|_| !kept)
                     .map(|o| &o.metadata),
             ),
-            ("Secret", observed.connection.as_ref().map(|o| &o.metadata)),
+            ("Secret", observed.connection.read().map(|o| &o.metadata)),
             ("PodDisruptionBudget", budget),
             ("ConfigMap", init),
             ("ConfigMap", observed.topology.as_ref().map(|o| &o.metadata)),
             ("ConfigMap", config),
-            ("Service", observed.rw.as_ref().map(|o| &o.metadata)),
-            ("Service", observed.ro.as_ref().map(|o| &o.metadata)),
+            ("Service", observed.rw.read().map(|o| &o.metadata)),
+            ("Service", observed.ro.read().map(|o| &o.metadata)),
         ],
     )
 }

@@ -78,21 +78,38 @@ pub fn ordinal(pod: &str) -> Option<i32> {
     pod.rsplit_once('-')?.1.parse().ok()
 }
 
+/// The primary the topology names, and how many instances a mongodb replica set's
+/// members span.
+#[derive(Debug, Clone, Copy)]
+pub struct Topology<'a> {
+    pub named: &'a str,
+    pub members_span: Option<i32>,
+}
+
 /// One pass. `replicated` says whether the operator runs this Database's replication;
 /// when it does not (another engine, or credentials from before replication existed),
 /// only the named primary gets the primary label, so `-rw` reaches one instance.
+/// `pods_exist: false` (the StatefulSet reports none) skips listing them.
 pub async fn reconcile(
     ctx: &Context,
     db: &Database,
     namespace: &str,
-    named: &str,
-    members_span: Option<i32>,
+    topology: Topology<'_>,
     replicated: bool,
+    pods_exist: bool,
 ) -> Result<Report, Error> {
+    let Topology {
+        named,
+        members_span,
+    } = topology;
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
     let exec_pods: Api<Pod> = Api::namespaced(ctx.exec_client().clone(), namespace);
-    let list = database_pods(&pods, db).await?;
-    let mut instances: Vec<Instance> = list.items.iter().filter_map(observe_pod).collect();
+    let listed = if pods_exist {
+        database_pods(&pods, db).await?.items
+    } else {
+        Vec::new()
+    };
+    let mut instances: Vec<Instance> = listed.iter().filter_map(observe_pod).collect();
     instances.sort_by_key(|i| i.ordinal);
     if !replicated {
         let steps = primary_label_steps(named, &instances);
