@@ -64,6 +64,10 @@ pub struct BenchArgs {
     /// writes every request to the log, which slows it.
     #[arg(long)]
     pub audit_reads: bool,
+    /// Measure the `controller` and `webhook` binaries in this directory instead of
+    /// building the workspace's: two builds compared on one machine, one run each.
+    #[arg(long)]
+    pub binaries: Option<PathBuf>,
 }
 
 /// The parts of the benchmark, each on a control plane of its own.
@@ -97,6 +101,7 @@ impl BenchArgs {
             backup_mib: 16,
             only: vec![Part::Latency, Part::Scale, Part::Webhook],
             audit_reads: false,
+            binaries: None,
         }
     }
 
@@ -113,7 +118,10 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         .collect::<anyhow::Result<Vec<_>>>()?;
     ensure_prerequisites(args, &engines)?;
     let profile = if args.smoke { "debug" } else { "release" };
-    let bin_dir = build(profile)?;
+    let bin_dir = match &args.binaries {
+        Some(dir) => dir.clone(),
+        None => build(profile)?,
+    };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
