@@ -197,9 +197,9 @@ where
 /// Reads an object that may not exist from the API server's watch cache, without a
 /// read from etcd. The answer is at least as new as every watch event the controller
 /// has received of the object, as an informer's cache would be, and may miss a write
-/// those events have not yet shown: only for objects where a late answer at worst
-/// costs a request (a create that finds the object there, an apply of what already
-/// is), and a missed change is seen when its own watch event brings the next pass.
+/// those events have not yet shown: good for finding an object unchanged (a change
+/// it missed brings a pass of its own through its watch event), never the base of a
+/// write or a delete, which read the object again.
 pub async fn get_cached_opt<K>(api: &Api<K>, name: &str) -> Result<Option<K>, Error>
 where
     K: Resource<DynamicType = ()> + DeserializeOwned + Clone + Debug,

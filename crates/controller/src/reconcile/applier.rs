@@ -20,7 +20,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::conflicts::is_controlled_by;
-use super::seen::{Seen, resolve};
+use super::seen::{Seen, fresh};
 use crate::context::Context;
 use crate::error::Error;
 use crate::objects::{Applied, apply, delete_if_present, delete_with, hash_of, would_change};
@@ -120,8 +120,9 @@ impl<'a> Applier<'a> {
         Ok((object, applied))
     }
 
-    /// [`Applier::apply`] against what the pass saw of the object: one it left unread
-    /// is read only when the pass wants it otherwise than when it was verified.
+    /// [`Applier::apply`] against what the pass saw of the object. What it saw may be
+    /// the API server's cache or the ledger's word: enough to find it unchanged, but
+    /// a write starts from the object read again.
     pub(crate) async fn apply_seen<K>(
         &self,
         api: &Api<K>,
@@ -134,21 +135,29 @@ impl<'a> Applier<'a> {
         if self.unchanged(desired, seen)? {
             return Ok(Applied::Unchanged);
         }
-        let current = resolve(api, seen).await?;
+        let current = fresh(api, seen).await?;
         let (_, applied) = self.apply(api, desired, current.as_ref()).await?;
         Ok(applied)
     }
 
-    /// Whether `seen` is an unread object verified with `desired`'s hash, so that an
-    /// apply would change nothing; such an object is marked wanted.
+    /// Whether applying `desired` over what the pass saw would change nothing: an
+    /// unread object verified with `desired`'s hash, or a read one that matches it.
+    /// Such an object is marked wanted (and noted in the ledger).
     pub(crate) fn unchanged<K>(&self, desired: &K, seen: &Seen<K>) -> Result<bool, Error>
     where
         K: Resource<DynamicType = ()> + Serialize,
     {
-        let Seen::Unread { verified, .. } = seen else {
-            return Ok(false);
+        let unchanged = match seen {
+            Seen::Missing => false,
+            Seen::Unread { verified, .. } => hash_of(desired)? == Some(verified.hash),
+            Seen::Read(current) => {
+                let unchanged = !would_change(desired, Some(current))?;
+                if unchanged {
+                    self.ctx.ledger.verified::<K>(current.meta());
+                }
+                unchanged
+            }
         };
-        let unchanged = hash_of(desired)? == Some(verified.hash);
         if unchanged {
             self.keep::<K>(&desired.name_any());
         }
@@ -200,17 +209,21 @@ impl<'a> Applier<'a> {
         Ok(())
     }
 
-    /// [`Applier::prune`] of what the pass saw: one it left unread is read first.
+    /// [`Applier::prune`] of what the pass saw: an object it no longer wants is read
+    /// again before it is deleted.
     pub(crate) async fn prune_seen<K>(&self, api: &Api<K>, seen: &Seen<K>) -> Result<(), Error>
     where
         K: Resource<DynamicType = ()> + DeserializeOwned + Clone + Debug,
     {
-        match seen {
-            Seen::Missing => Ok(()),
-            Seen::Read(object) => self.prune(api, Some(object)).await,
-            Seen::Unread { name, .. } if self.is_wanted::<K>(name) => Ok(()),
-            Seen::Unread { .. } => self.prune(api, resolve(api, seen).await?.as_ref()).await,
+        let name = match seen {
+            Seen::Missing => return Ok(()),
+            Seen::Read(object) => object.name_any(),
+            Seen::Unread { name, .. } => name.clone(),
+        };
+        if self.is_wanted::<K>(&name) {
+            return Ok(());
         }
+        self.prune(api, fresh(api, seen).await?.as_ref()).await
     }
 
     /// Deletes `observed` when this pass did not want it and this Database controls it.
@@ -483,5 +496,43 @@ mod tests {
             .await
             .expect("pruned");
         assert!(server.object(&format!("{MAPS}/orders-config")).is_none());
+    }
+
+    #[tokio::test]
+    async fn a_write_starts_from_the_object_read_again_not_from_the_cached_copy() {
+        let server = ScriptedApiServer::new();
+        let ctx = context(&server);
+        let db = owner();
+        let maps: Api<ConfigMap> = Api::namespaced(server.client(), "shop");
+        let desired = map("orders-topology", Some("a1b2c3"));
+        let (cached, _) = Applier::new(&ctx, &db)
+            .apply(&maps, &desired, None)
+            .await
+            .expect("created");
+        let requests_before = server.requests().len();
+
+        let applier = Applier::new(&ctx, &db);
+        let same = applier
+            .apply_seen(&maps, &desired, &Seen::Read(cached.clone()))
+            .await
+            .expect("same");
+        assert_eq!(same, Applied::Unchanged);
+        assert_eq!(server.requests().len(), requests_before, "found unchanged");
+
+        let mut changed = desired.clone();
+        changed.data = Some([("primary".to_owned(), "orders-1".to_owned())].into());
+        applier
+            .apply_seen(&maps, &changed, &Seen::Read(cached))
+            .await
+            .expect("applied");
+        let methods: Vec<String> = server.requests()[requests_before..]
+            .iter()
+            .map(|r| r.method.to_string())
+            .collect();
+        assert_eq!(methods, ["GET", "PATCH"], "read again, then written");
+        assert!(
+            server.requests()[requests_before].query.is_empty(),
+            "the read before a write is not from the cache"
+        );
     }
 }

@@ -17,7 +17,7 @@ use super::notify::announce;
 use super::passes::{
     backups_and_restore, replication_pass, rolled_back, settings_pass, soonest, stamp, upgrade_step,
 };
-use super::seen::{Seen, resolve, sight};
+use super::seen::{Seen, fresh, sight};
 use super::status::Facts;
 use super::{add_finalizer, conflicts};
 use crate::context::Context;
@@ -443,7 +443,7 @@ async fn apply_secrets(
     }
     // A Secret's type cannot change in place: one made before it was a Service
     // Binding Secret is replaced.
-    let current = match resolve(&apis.secrets, &observed.connection).await? {
+    let current = match fresh(&apis.secrets, &observed.connection).await? {
         Some(old) if old.type_ != connection.type_ => {
             applier.remove(&apis.secrets, &old).await?;
             None

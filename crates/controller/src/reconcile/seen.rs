@@ -4,8 +4,8 @@
 
 use std::fmt::Debug;
 
-use kube::Resource;
 use kube::api::Api;
+use kube::{Resource, ResourceExt as _};
 use serde::de::DeserializeOwned;
 
 use crate::error::Error;
@@ -59,14 +59,48 @@ where
         .map_or(Seen::Missing, Seen::Read))
 }
 
-/// The object as the API server has it now: read again when it was left unread.
-pub(crate) async fn resolve<K>(api: &Api<K>, seen: &Seen<K>) -> Result<Option<K>, Error>
+/// The object as the API server has it now, for a write: read again (from etcd) unless
+/// it was seen missing, in which case a create finds out.
+pub(crate) async fn fresh<K>(api: &Api<K>, seen: &Seen<K>) -> Result<Option<K>, Error>
 where
     K: Resource<DynamicType = ()> + DeserializeOwned + Clone + Debug,
 {
     match seen {
         Seen::Missing => Ok(None),
-        Seen::Read(object) => Ok(Some(object.clone())),
+        Seen::Read(object) => get_opt(api, &object.name_any()).await,
         Seen::Unread { name, .. } => get_opt(api, name).await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use serde_json::json;
+    use testenv::scripted::ScriptedApiServer;
+
+    #[tokio::test]
+    async fn an_object_the_ledger_cannot_vouch_for_is_read_from_the_cache() {
+        let server = ScriptedApiServer::new();
+        server.holds(
+            "/api/v1/namespaces/shop/configmaps/orders-topology",
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": "orders-topology", "namespace": "shop"}}),
+        );
+        let maps: Api<ConfigMap> = Api::namespaced(server.client(), "shop");
+        let ledger = Ledger::default();
+        let seen = sight(&ledger, &maps, "shop", "orders-topology")
+            .await
+            .expect("read");
+        assert!(seen.read().is_some());
+        let missing = sight(&ledger, &maps, "shop", "orders-config")
+            .await
+            .expect("read");
+        assert!(matches!(missing, Seen::Missing));
+        let requests = server.requests();
+        assert_eq!(requests.len(), 2);
+        for request in requests {
+            assert!(request.query.contains("resourceVersion=0"), "{request:?}");
+        }
     }
 }
