@@ -19,7 +19,8 @@ use kube::runtime::{Predicate as _, PredicateConfig, WatchStreamExt as _, predic
 use kube::{Client, ResourceExt as _};
 use operator_runtime::Controller;
 use operator_runtime::watch::{
-    WatchBackoff, cached, keys_of, owners_of_changed, owners_of_changed_noted, scoped_api,
+    OwnedKind, WatchBackoff, cached, keys_of, owners_of_changed, owners_of_changed_noted,
+    scoped_api,
 };
 
 use crate::backup;
@@ -179,19 +180,11 @@ fn triggers(
 
 /// The Databases whose owned objects of kind `K` change, each change noted in the
 /// ledger; a change that only echoes the controller's own write brings no pass.
-fn owned_changes<K>(
+fn owned_changes<K: OwnedKind>(
     client: &Client,
     ledger: &Arc<Ledger>,
     namespace: Option<&str>,
-) -> BoxStream<'static, Result<ObjectRef<Database>, watcher::Error>>
-where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + 'static,
-{
+) -> BoxStream<'static, Result<ObjectRef<Database>, watcher::Error>> {
     let (ledger, scope) = (ledger.clone(), namespace.map(str::to_owned));
     let note = move |event: &watcher::Event<PartialObjectMeta<K>>| {
         ledger.watched(scope.as_deref(), event);

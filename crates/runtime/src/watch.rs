@@ -119,6 +119,27 @@ where
     })
 }
 
+/// A namespaced kind of object a controller owns and watches the metadata of.
+pub trait OwnedKind:
+    kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+    + Clone
+    + serde::de::DeserializeOwned
+    + std::fmt::Debug
+    + Send
+    + 'static
+{
+}
+
+impl<K> OwnedKind for K where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + 'static
+{
+}
+
 /// The owners (of kind `O`) of the objects of kind `K` that change and match
 /// `label_selector`. Only metadata is watched: that keeps every owned object's body
 /// out of memory, and the selector keeps objects nobody here owns out of it too.
@@ -128,12 +149,7 @@ pub fn owners_of_changed<K, O>(
     label_selector: &str,
 ) -> BoxStream<'static, Result<ObjectRef<O>, watcher::Error>>
 where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + 'static,
+    K: OwnedKind,
     O: kube::Resource<DynamicType = ()> + Send + 'static,
 {
     owners_of_changed_noted::<K, O>(client, namespace, label_selector, |_| true)
@@ -149,12 +165,7 @@ pub fn owners_of_changed_noted<K, O>(
     note: impl Fn(&watcher::Event<PartialObjectMeta<K>>) -> bool + Send + 'static,
 ) -> BoxStream<'static, Result<ObjectRef<O>, watcher::Error>>
 where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + 'static,
+    K: OwnedKind,
     O: kube::Resource<DynamicType = ()> + Send + 'static,
 {
     let owned = watcher::Config::default().labels(label_selector);
