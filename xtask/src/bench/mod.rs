@@ -9,6 +9,7 @@
 
 mod backup;
 mod cluster;
+mod comparison;
 mod failover;
 mod latency;
 mod procstat;
@@ -68,6 +69,11 @@ pub struct BenchArgs {
     /// building the workspace's: two builds compared on one machine, one run each.
     #[arg(long)]
     pub binaries: Option<PathBuf>,
+    /// Measure the comparison operator (`xtask/comparison`, controller-runtime, built
+    /// with Go) in the controller's place: run the same parts with and without it to
+    /// see the ratio.
+    #[arg(long)]
+    pub comparison: bool,
 }
 
 /// The parts of the benchmark, each on a control plane of its own.
@@ -102,6 +108,7 @@ impl BenchArgs {
             only: vec![Part::Latency, Part::Scale, Part::Webhook],
             audit_reads: false,
             binaries: None,
+            comparison: false,
         }
     }
 
@@ -121,6 +128,11 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let bin_dir = match &args.binaries {
         Some(dir) => dir.clone(),
         None => build(profile)?,
+    };
+    let bin_dir = if args.comparison {
+        comparison::build(&bin_dir)?
+    } else {
+        bin_dir
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
