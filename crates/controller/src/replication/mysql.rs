@@ -55,6 +55,38 @@ pub async fn promote(pods: &Api<Pod>, pod: &str) -> Result<(), ExecError> {
     }
 }
 
+/// Before a healthy primary hands over to `to`: it stops taking writes, and `to`
+/// applies every transaction it committed (up to 15 seconds), so that no write it
+/// acknowledged is lost when `to` is promoted. When `to` does not catch up in time,
+/// the primary takes writes again and the hand-over waits for a later pass.
+pub async fn hand_over(pods: &Api<Pod>, from: &str, to: &str) -> Result<(), ExecError> {
+    let freeze =
+        "SET GLOBAL super_read_only = ON; SELECT REPLACE(@@global.gtid_executed, '\\n', '')";
+    let executed = exec::run_within(pods, from, &["sh", "-c", MYSQL, "sh", freeze], ASK_TIMEOUT)
+        .await?
+        .trim()
+        .to_owned();
+    let caught_up = if GtidSet::parse(&executed).is_some() {
+        let wait = format!("SELECT WAIT_FOR_EXECUTED_GTID_SET('{executed}', 15)");
+        exec::run(pods, to, &["sh", "-c", MYSQL, "sh", &wait])
+            .await
+            .map(|answer| answer.trim() == "0")
+    } else {
+        Ok(false)
+    };
+    if matches!(caught_up, Ok(true)) {
+        return Ok(());
+    }
+    let thaw = "SET GLOBAL super_read_only = OFF; SET GLOBAL read_only = OFF";
+    exec::run_within(pods, from, &["sh", "-c", MYSQL, "sh", thaw], ASK_TIMEOUT).await?;
+    caught_up.and_then(|_| {
+        Err(ExecError::Failed {
+            pod: to.to_owned(),
+            stderr: format!("did not apply what {from} committed within 15 seconds"),
+        })
+    })
+}
+
 /// Makes an instance a read-only replica of `primary`, by GTID auto-positioning, over
 /// TLS. The replication user's password goes to the client on its standard input.
 pub async fn repoint(

@@ -93,6 +93,10 @@ pub enum Step {
         pod: String,
         role: Option<&'static str>,
     },
+    /// Before a healthy primary hands over: `from` stops taking writes and `to`
+    /// applies everything `from` committed, where the engine needs it (mysql; a
+    /// postgres primary sends its last WAL to its standbys as it shuts down).
+    HandOver { from: String, to: String },
     /// Delete an old primary's Pod, so it starts again as a replica.
     Fence { pod: String },
     /// Promote the named primary.
@@ -297,9 +301,21 @@ fn best_candidate(primary: &str, instances: &[Instance], wanted: &Wanted) -> Opt
         .map(|i| i.name.clone())
 }
 
-/// Naming a new primary, then fencing the old one, in that order.
+/// Naming a new primary, then fencing the old one, in that order; a healthy old
+/// primary (a switchover, a scale-down) first hands its writes over.
 fn fence_after(step: Step, old: &Instance) -> Vec<Step> {
-    let mut steps = vec![step];
+    let hand_over = match &step {
+        Step::NamePrimary {
+            to,
+            why: Why::Switchover | Why::ScaleDown,
+        } => Some(Step::HandOver {
+            from: old.name.clone(),
+            to: to.clone(),
+        }),
+        _ => None,
+    };
+    let mut steps: Vec<Step> = hand_over.into_iter().collect();
+    steps.push(step);
     steps.extend(fence(old));
     steps
 }

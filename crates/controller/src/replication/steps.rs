@@ -32,6 +32,12 @@ pub async fn execute(
                 label(ctx, pods, pod, *role).await?;
                 None
             }
+            Step::HandOver { from, to } => {
+                if db.spec.engine == Engine::Mysql {
+                    mysql::hand_over(exec_pods, from, to).await?;
+                }
+                None
+            }
             Step::Fence { pod } => {
                 fence(ctx, pods, pod).await?;
                 Some((

@@ -250,6 +250,10 @@ fn a_switchover_names_a_ready_replica_and_fences_the_old_primary() {
     assert_eq!(
         plan("orders-0", &set, &asked, at(0)),
         [
+            Step::HandOver {
+                from: "orders-0".into(),
+                to: "orders-2".into()
+            },
             Step::NamePrimary {
                 to: "orders-2".into(),
                 why: Why::Switchover
@@ -278,12 +282,37 @@ fn scaling_away_the_primary_hands_over_first() {
         primary(2, 100),
     ];
     assert_eq!(
-        plan("orders-2", &set, &wanted(2), at(0))[0],
-        Step::NamePrimary {
-            to: "orders-0".into(),
-            why: Why::ScaleDown
-        }
+        plan("orders-2", &set, &wanted(2), at(0))[..2],
+        [
+            Step::HandOver {
+                from: "orders-2".into(),
+                to: "orders-0".into()
+            },
+            Step::NamePrimary {
+                to: "orders-0".into(),
+                why: Why::ScaleDown
+            }
+        ]
     );
+}
+
+#[test]
+fn a_failed_primary_is_replaced_without_a_hand_over() {
+    let mut set = [primary(0, 100), replica(1, 100, "orders-0")];
+    set[0].ready = false;
+    set[0].unready_since = Some(at(0));
+    let steps = plan("orders-0", &set, &wanted(2), at(60));
+    assert!(
+        matches!(
+            steps.first(),
+            Some(Step::NamePrimary {
+                why: Why::Failover,
+                ..
+            })
+        ),
+        "{steps:?}"
+    );
+    assert!(!steps.iter().any(|s| matches!(s, Step::HandOver { .. })));
 }
 
 #[test]
