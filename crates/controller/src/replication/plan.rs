@@ -94,8 +94,8 @@ pub enum Step {
         role: Option<&'static str>,
     },
     /// Before a healthy primary hands over: `from` stops taking writes and `to`
-    /// applies everything `from` committed, where the engine needs it (mysql; a
-    /// postgres primary sends its last WAL to its standbys as it shuts down).
+    /// applies everything `from` committed (mysql; postgres refuses writes once its
+    /// shutdown begins, and has no such step yet).
     HandOver { from: String, to: String },
     /// Delete an old primary's Pod, so it starts again as a replica.
     Fence { pod: String },
