@@ -169,13 +169,15 @@ impl Ledger {
     }
 
     /// How many objects the ledger holds, over every watch.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.tables
             .lock()
             .map_or(0, |tables| tables.values().map(|t| t.entries.len()).sum())
     }
 
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    fn is_empty(&self) -> bool {
         self.len() == 0
     }
 }
