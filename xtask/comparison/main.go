@@ -25,7 +25,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -100,7 +99,12 @@ type reconciler struct {
 	client.Client
 }
 
+// The benchmark times the cold start by the project's reconcile counter, so this
+// operator keeps one of the same name.
+var reconciles = prometheus.NewCounter(prometheus.CounterOpts{Name: "database_controller_reconciles_total"})
+
 func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	defer reconciles.Inc()
 	var db Database
 	if err := r.Get(ctx, req.NamespacedName, &db); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -221,10 +225,10 @@ func (r *reconciler) ensureStatefulSet(ctx context.Context, db *Database, replic
 }
 
 func main() {
-	var kubeconfig, metricsAddress, probeAddress string
+	var metricsAddress, probeAddress string
 	var qps float64
 	var burst, concurrency int
-	flag.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file")
+	// controller-runtime defines --kubeconfig itself; GetConfig reads it.
 	flag.StringVar(&metricsAddress, "metrics-bind-address", ":8080", "address of /metrics")
 	flag.StringVar(&probeAddress, "health-probe-bind-address", ":8081", "address of the probes")
 	flag.Float64Var(&qps, "kube-api-qps", 20, "client-side requests per second")
@@ -239,7 +243,7 @@ func main() {
 	scheme.AddKnownTypes(groupVersion, &Database{}, &DatabaseList{})
 	metav1.AddToGroupVersion(scheme, groupVersion)
 
-	config, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	config, err := ctrl.GetConfig()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kubeconfig:", err)
 		os.Exit(1)
@@ -259,7 +263,7 @@ func main() {
 	// leads; this operator runs without leader election.
 	leader := prometheus.NewGauge(prometheus.GaugeOpts{Name: "database_controller_leader"})
 	leader.Set(1)
-	metrics.Registry.MustRegister(leader)
+	metrics.Registry.MustRegister(leader, reconciles)
 
 	err = ctrl.NewControllerManagedBy(manager).
 		For(&Database{}).
