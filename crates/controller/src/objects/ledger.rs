@@ -130,6 +130,16 @@ impl Ledger {
         .unwrap_or(false)
     }
 
+    /// Whether the watch of kind `K` has seen an object named `name` (one with the
+    /// operator's label) and no deletion of it since.
+    pub fn exists<K: Resource<DynamicType = ()>>(&self, namespace: &str, name: &str) -> bool {
+        let key = key(namespace, name);
+        self.with_table::<K, _>(namespace, false, |table| {
+            table.entries.get(&key).is_some_and(|entry| entry.seen != 0)
+        })
+        .unwrap_or(false)
+    }
+
     /// Whether `meta` is a version of its object this controller wrote or verified
     /// itself, which its watch event only echoes.
     pub fn is_echo<K: Resource<DynamicType = ()>>(&self, meta: &ObjectMeta) -> bool {
@@ -260,6 +270,20 @@ mod tests {
         ledger.watched(None, &Event::Apply(seen("orders", "11")));
         assert_eq!(ledger.current::<Service>("shop", "orders"), None);
         assert!(!ledger.is_echo::<Service>(&meta("orders", "11", None)));
+    }
+
+    #[test]
+    fn an_object_exists_from_the_watch_s_first_sight_until_its_deletion() {
+        let ledger = Ledger::default();
+        assert!(!ledger.exists::<Service>("shop", "orders"));
+        // What a pass verified alone is not proof: the object may be gone since.
+        ledger.verified::<Service>(&meta("orders", "10", Some(HASH)));
+        assert!(!ledger.exists::<Service>("shop", "orders"));
+        ledger.watched(None, &Event::Apply(seen("orders", "10")));
+        assert!(ledger.exists::<Service>("shop", "orders"));
+        assert!(!ledger.exists::<Service>("shop", "orders-rw"));
+        ledger.watched(None, &Event::Delete(seen("orders", "10")));
+        assert!(!ledger.exists::<Service>("shop", "orders"));
     }
 
     #[test]

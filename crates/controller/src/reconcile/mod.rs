@@ -151,7 +151,7 @@ async fn hold_owned(
     first_pass: bool,
 ) -> Result<Action, Error> {
     let apis = OwnedApis::new(&ctx.client, &ctx.ledger, namespace);
-    let observed = Box::pin(apis.observe(db)).await?;
+    let observed = Box::pin(apis.observe(db, false)).await?;
     // The claims' size as the StatefulSet has it: a resize is a write too.
     let template_storage = observed
         .statefulset
@@ -211,9 +211,10 @@ async fn add_finalizer(
     Ok(())
 }
 
-/// Observes, builds and applies the owned objects, then writes status: about four round
-/// trips (reads, the StatefulSet, the other objects together, status). A new Database
-/// skips the reads, so its StatefulSet is the first request of the pass.
+/// Observes, builds and applies the owned objects, then writes status: a round trip of
+/// reads (the Pods among them), then the writes the pass needs (the StatefulSet, then the
+/// other objects together), then the status. A pass that only finds its Database ready
+/// makes two: the reads, then the status.
 async fn apply_owned(
     ctx: &Context,
     databases: &Api<Database>,
@@ -225,7 +226,7 @@ async fn apply_owned(
     let apis = OwnedApis::new(&ctx.client, &ctx.ledger, namespace);
     // Read even on a Database's first pass: an object of its name may already exist,
     // and one it does not control is never written (see `conflicts`).
-    let mut observed = Box::pin(apis.observe(db)).await?;
+    let mut observed = Box::pin(apis.observe(db, true)).await?;
     if let Some(stop) = preflight::check(databases, &apis.secrets, db, &mut observed).await? {
         return stopped(ctx, databases, db, &observed, stop, first_pass, now).await;
     }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use database_api::Database;
 use database_api::replication::ReplicationMode;
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
@@ -42,7 +42,9 @@ use crate::upgrade;
 
 /// The owned objects as the API server has them. The StatefulSet, the credentials and
 /// the topology are always read, as the pass reads their contents; the others only
-/// when the ledger cannot vouch for them.
+/// when the ledger cannot vouch for them. The Pods are listed with them once the
+/// StatefulSet's watch has seen it, so a pass that finds them ready writes the status
+/// one round trip after its reads.
 #[derive(Default)]
 pub(crate) struct Observed {
     pub(crate) statefulset: Option<StatefulSet>,
@@ -55,6 +57,8 @@ pub(crate) struct Observed {
     pub(crate) config: Seen<ConfigMap>,
     pub(crate) rw: Seen<Service>,
     pub(crate) ro: Seen<Service>,
+    /// `None` when not listed with the reads.
+    pub(crate) pods: Option<Vec<Pod>>,
 }
 
 pub(super) struct OwnedApis<'a> {
@@ -65,6 +69,7 @@ pub(super) struct OwnedApis<'a> {
     pub(super) secrets: Api<Secret>,
     pub(super) budgets: Api<PodDisruptionBudget>,
     pub(super) configmaps: Api<ConfigMap>,
+    pods: Api<Pod>,
 }
 
 impl<'a> OwnedApis<'a> {
@@ -77,34 +82,43 @@ impl<'a> OwnedApis<'a> {
             secrets: Api::namespaced(client.clone(), namespace),
             budgets: Api::namespaced(client.clone(), namespace),
             configmaps: Api::namespaced(client.clone(), namespace),
+            pods: Api::namespaced(client.clone(), namespace),
         }
     }
 
-    /// Reads every owned object the ledger cannot vouch for, at once.
-    pub(super) async fn observe(&self, db: &Database) -> Result<Observed, Error> {
+    /// Reads every owned object the ledger cannot vouch for, at once, and with them the
+    /// Pods when `with_pods` (a paused Database's pass has no use for them).
+    pub(super) async fn observe(&self, db: &Database, with_pods: bool) -> Result<Observed, Error> {
         let name = db.name_any();
         let (credentials_name, connection_name) =
             (credentials_secret_name(db), connection_secret_name(db));
         let (init_name, topology_name) = (init_configmap_name(db), topology_configmap_name(db));
         let (primary_service, replica_service) = (rw_service_name(db), ro_service_name(db));
         let config_name = config_configmap_name(db);
-        let (statefulset, service, credentials, connection, budget, init, topology, config, rw, ro) =
-            tokio::try_join!(
-                get_opt(&self.sets, &name),
-                self.sight(&self.services, &name),
-                get_opt(&self.secrets, &credentials_name),
-                self.sight(&self.secrets, &connection_name),
-                self.sight_unless_unwanted(build_pdb(db).is_some(), &self.budgets, &name),
-                self.sight(&self.configmaps, &init_name),
-                get_opt(&self.configmaps, &topology_name),
-                self.sight_unless_unwanted(
-                    engine_config::effective(db).is_some(),
-                    &self.configmaps,
-                    &config_name
-                ),
-                self.sight(&self.services, &primary_service),
-                self.sight(&self.services, &replica_service),
-            )?;
+        let (
+            (statefulset, service, credentials, connection, budget, init, topology, config, rw, ro),
+            pods,
+        ) = tokio::try_join!(
+            async {
+                tokio::try_join!(
+                    get_opt(&self.sets, &name),
+                    self.sight(&self.services, &name),
+                    get_opt(&self.secrets, &credentials_name),
+                    self.sight(&self.secrets, &connection_name),
+                    self.sight_unless_unwanted(build_pdb(db).is_some(), &self.budgets, &name),
+                    self.sight(&self.configmaps, &init_name),
+                    get_opt(&self.configmaps, &topology_name),
+                    self.sight_unless_unwanted(
+                        engine_config::effective(db).is_some(),
+                        &self.configmaps,
+                        &config_name
+                    ),
+                    self.sight(&self.services, &primary_service),
+                    self.sight(&self.services, &replica_service),
+                )
+            },
+            self.pods_once_the_statefulset_exists(db, with_pods),
+        )?;
         Ok(Observed {
             statefulset,
             service,
@@ -116,7 +130,25 @@ impl<'a> OwnedApis<'a> {
             config,
             rw,
             ro,
+            pods,
         })
+    }
+
+    async fn pods_once_the_statefulset_exists(
+        &self,
+        db: &Database,
+        wanted: bool,
+    ) -> Result<Option<Vec<Pod>>, Error> {
+        if !wanted
+            || !self
+                .ledger
+                .exists::<StatefulSet>(self.namespace, &db.name_any())
+        {
+            return Ok(None);
+        }
+        Ok(Some(
+            replication::database_pods(&self.pods, db).await?.items,
+        ))
     }
 
     async fn sight<K>(&self, api: &Api<K>, name: &str) -> Result<Seen<K>, Error>
@@ -260,13 +292,18 @@ impl OwnedPass<'_> {
                 || db.spec.replication.mode == ReplicationMode::Sync);
         // A StatefulSet that reports no Pods has none to list yet; the first one's watch
         // event brings the pass that labels it.
+        let pods = match (&self.observed.pods, instances > 0) {
+            (_, false) => replication::Pods::None,
+            (Some(listed), true) => replication::Pods::Listed(listed),
+            (None, true) => replication::Pods::Unlisted,
+        };
         let report = replication_pass(
             ctx,
             self.databases,
             db,
             (&shape.named, shape.span),
             engine_pass,
-            instances > 0,
+            pods,
         )
         .await?;
         let (restore, backups) =

@@ -138,15 +138,14 @@ pub(super) async fn replication_pass(
     db: &Database,
     (named, span): (&str, Option<i32>),
     engine_pass: bool,
-    pods_exist: bool,
+    pods: replication::Pods<'_>,
 ) -> Result<replication::Report, Error> {
     let namespace = db.namespace().ok_or(Error::MissingNamespace)?;
     let topology = replication::Topology {
         named,
         members_span: span,
     };
-    let report =
-        replication::reconcile(ctx, db, &namespace, topology, engine_pass, pods_exist).await?;
+    let report = replication::reconcile(ctx, db, &namespace, topology, engine_pass, pods).await?;
     replication::forget_done_switchover(databases, db, report.primary.as_deref()).await?;
     for (type_, reason, note) in &report.events {
         publish(ctx, db, *type_, reason, note.clone()).await;

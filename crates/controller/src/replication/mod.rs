@@ -86,28 +86,43 @@ pub struct Topology<'a> {
     pub members_span: Option<i32>,
 }
 
+/// The Database's Pods as the pass knows them.
+#[derive(Debug, Clone, Copy)]
+pub enum Pods<'a> {
+    /// Listed with the pass's other reads.
+    Listed(&'a [Pod]),
+    /// Not listed yet: the pass lists them.
+    Unlisted,
+    /// The StatefulSet reports none, so there are none to list.
+    None,
+}
+
 /// One pass. `replicated` says whether the operator runs this Database's replication;
 /// when it does not (another engine, or credentials from before replication existed),
 /// only the named primary gets the primary label, so `-rw` reaches one instance.
-/// `pods_exist: false` (the StatefulSet reports none) skips listing them.
 pub async fn reconcile(
     ctx: &Context,
     db: &Database,
     namespace: &str,
     topology: Topology<'_>,
     replicated: bool,
-    pods_exist: bool,
+    pods: Pods<'_>,
 ) -> Result<Report, Error> {
     let Topology {
         named,
         members_span,
     } = topology;
+    let listed = pods;
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
     let exec_pods: Api<Pod> = Api::namespaced(ctx.exec_client().clone(), namespace);
-    let listed = if pods_exist {
-        database_pods(&pods, db).await?.items
-    } else {
-        Vec::new()
+    let unlisted;
+    let listed = match listed {
+        Pods::Listed(listed) => listed,
+        Pods::Unlisted => {
+            unlisted = database_pods(&pods, db).await?.items;
+            &unlisted[..]
+        }
+        Pods::None => &[],
     };
     let mut instances: Vec<Instance> = listed.iter().filter_map(observe_pod).collect();
     instances.sort_by_key(|i| i.ordinal);
