@@ -106,17 +106,16 @@ pub async fn reconcile(
     namespace: &str,
     topology: Topology<'_>,
     replicated: bool,
-    pods: Pods<'_>,
+    known: Pods<'_>,
 ) -> Result<Report, Error> {
     let Topology {
         named,
         members_span,
     } = topology;
-    let listed = pods;
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
     let exec_pods: Api<Pod> = Api::namespaced(ctx.exec_client().clone(), namespace);
     let unlisted;
-    let listed = match listed {
+    let listed = match known {
         Pods::Listed(listed) => listed,
         Pods::Unlisted => {
             unlisted = database_pods(&pods, db).await?.items;
