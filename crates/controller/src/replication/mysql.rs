@@ -62,29 +62,45 @@ pub async fn promote(pods: &Api<Pod>, pod: &str) -> Result<(), ExecError> {
 pub async fn hand_over(pods: &Api<Pod>, from: &str, to: &str) -> Result<(), ExecError> {
     let freeze =
         "SET GLOBAL super_read_only = ON; SELECT REPLACE(@@global.gtid_executed, '\\n', '')";
-    let executed = exec::run_within(pods, from, &["sh", "-c", MYSQL, "sh", freeze], ASK_TIMEOUT)
-        .await?
-        .trim()
-        .to_owned();
-    let caught_up = if GtidSet::parse(&executed).is_some() {
-        let wait = format!("SELECT WAIT_FOR_EXECUTED_GTID_SET('{executed}', 15)");
-        exec::run(pods, to, &["sh", "-c", MYSQL, "sh", &wait])
-            .await
-            .map(|answer| answer.trim() == "0")
-    } else {
-        Ok(false)
-    };
-    if matches!(caught_up, Ok(true)) {
-        return Ok(());
+    // An error here may come after the freeze took hold, so it thaws as a miss does.
+    let caught_up =
+        match exec::run_within(pods, from, &["sh", "-c", MYSQL, "sh", freeze], ASK_TIMEOUT).await {
+            Ok(executed) => applied(pods, to, executed.trim()).await,
+            Err(error) => Err(error),
+        };
+    match caught_up {
+        Ok(true) => Ok(()),
+        Ok(false) => {
+            thaw(pods, from).await?;
+            Err(ExecError::Failed {
+                pod: to.to_owned(),
+                stderr: format!("did not apply what {from} committed within 15 seconds"),
+            })
+        }
+        Err(error) => {
+            thaw(pods, from).await?;
+            Err(error)
+        }
     }
+}
+
+/// Whether `to` applied the GTID set `executed` within 15 seconds.
+async fn applied(pods: &Api<Pod>, to: &str, executed: &str) -> Result<bool, ExecError> {
+    if GtidSet::parse(executed).is_none() {
+        return Ok(false);
+    }
+    let wait = format!("SELECT WAIT_FOR_EXECUTED_GTID_SET('{executed}', 15)");
+    exec::run(pods, to, &["sh", "-c", MYSQL, "sh", &wait])
+        .await
+        .map(|answer| answer.trim() == "0")
+}
+
+/// Lets a primary whose hand-over did not finish take writes again.
+async fn thaw(pods: &Api<Pod>, pod: &str) -> Result<(), ExecError> {
     let thaw = "SET GLOBAL super_read_only = OFF; SET GLOBAL read_only = OFF";
-    exec::run_within(pods, from, &["sh", "-c", MYSQL, "sh", thaw], ASK_TIMEOUT).await?;
-    caught_up.and_then(|_| {
-        Err(ExecError::Failed {
-            pod: to.to_owned(),
-            stderr: format!("did not apply what {from} committed within 15 seconds"),
-        })
-    })
+    exec::run_within(pods, pod, &["sh", "-c", MYSQL, "sh", thaw], ASK_TIMEOUT)
+        .await
+        .map(|_| ())
 }
 
 /// Makes an instance a read-only replica of `primary`, by GTID auto-positioning, over
