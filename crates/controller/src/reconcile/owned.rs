@@ -96,27 +96,32 @@ impl<'a> OwnedApis<'a> {
         let (primary_service, replica_service) = (rw_service_name(db), ro_service_name(db));
         let config_name = config_configmap_name(db);
         let (
-            (statefulset, service, credentials, connection, budget, init, topology, config, rw, ro),
+            statefulset,
+            service,
+            credentials,
+            connection,
+            budget,
+            init,
+            topology,
+            config,
+            rw,
+            ro,
             pods,
         ) = tokio::try_join!(
-            async {
-                tokio::try_join!(
-                    get_opt(&self.sets, &name),
-                    self.sight(&self.services, &name),
-                    get_opt(&self.secrets, &credentials_name),
-                    self.sight(&self.secrets, &connection_name),
-                    self.sight_unless_unwanted(build_pdb(db).is_some(), &self.budgets, &name),
-                    self.sight(&self.configmaps, &init_name),
-                    get_opt(&self.configmaps, &topology_name),
-                    self.sight_unless_unwanted(
-                        engine_config::effective(db).is_some(),
-                        &self.configmaps,
-                        &config_name
-                    ),
-                    self.sight(&self.services, &primary_service),
-                    self.sight(&self.services, &replica_service),
-                )
-            },
+            get_opt(&self.sets, &name),
+            self.sight(&self.services, &name),
+            get_opt(&self.secrets, &credentials_name),
+            self.sight(&self.secrets, &connection_name),
+            self.sight_unless_unwanted(build_pdb(db).is_some(), &self.budgets, &name),
+            self.sight(&self.configmaps, &init_name),
+            get_opt(&self.configmaps, &topology_name),
+            self.sight_unless_unwanted(
+                engine_config::effective(db).is_some(),
+                &self.configmaps,
+                &config_name
+            ),
+            self.sight(&self.services, &primary_service),
+            self.sight(&self.services, &replica_service),
             self.pods_once_the_statefulset_exists(db, with_pods),
         )?;
         Ok(Observed {
