@@ -24,7 +24,7 @@ use tokio::task::{Id, JoinError, JoinSet};
 use tokio::time::Instant;
 
 use crate::metrics::QueueMetrics;
-use crate::queue::{RetryDelays, WorkQueue};
+use crate::queue::{Priority, RetryDelays, WorkQueue};
 
 /// What a reconcile asks for next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +56,9 @@ impl Action {
 /// guard) is tried again.
 const AFTER_LOST_TASK: Duration = Duration::from_secs(10);
 
+/// Whether the requests for an object go ahead of the others.
+type HighPriority<K> = Arc<dyn Fn(&K) -> bool + Send + Sync>;
+
 /// A reconcile loop over the objects of kind `K` that a cache holds.
 pub struct Controller<K>
 where
@@ -64,6 +67,7 @@ where
 {
     triggers: BoxStream<'static, ObjectRef<K>>,
     store: Store<K>,
+    high_priority: HighPriority<K>,
     concurrency: u16,
     metrics: QueueMetrics,
     retry: RetryDelays,
@@ -85,11 +89,23 @@ where
         Self {
             triggers: triggers.boxed(),
             store,
+            high_priority: Arc::new(|_: &K| false),
             concurrency: 0,
             metrics: QueueMetrics::default(),
             retry: RetryDelays::default(),
             shutdown: futures::future::pending().boxed(),
         }
+    }
+
+    /// Requests and requeues for the objects `high_priority` holds for go ahead of the
+    /// others (see [`Priority`]), judged by the cached object when each is asked for.
+    #[must_use]
+    pub fn high_priority_when(
+        mut self,
+        high_priority: impl Fn(&K) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.high_priority = Arc::new(high_priority);
+        self
     }
 
     /// At most this many reconciles at once (0, the default: no limit).
@@ -136,13 +152,14 @@ where
         let Self {
             mut triggers,
             store,
+            high_priority,
             concurrency,
             metrics,
             retry,
             mut shutdown,
         } = self;
         let error_policy = Arc::new(error_policy);
-        let mut workers = Workers::new(usize::from(concurrency), metrics, retry);
+        let mut workers = Workers::new(usize::from(concurrency), metrics, retry, high_priority);
         let cache_ready = store.wait_until_ready();
         let mut cache_ready = std::pin::pin!(cache_ready);
         let mut ready = false;
@@ -174,10 +191,10 @@ where
                 biased;
                 () = &mut shutdown => break,
                 Some(joined) = workers.tasks.join_next_with_id(), if !workers.tasks.is_empty() => {
-                    workers.finish(joined);
+                    workers.finish(joined, &store);
                 }
                 trigger = triggers.next() => match trigger {
-                    Some(key) => workers.queue.add(Arc::new(key)),
+                    Some(key) => workers.request(key, &store),
                     None => break,
                 },
                 // A closed writer means the watch ended; the triggers end with it.
@@ -205,6 +222,7 @@ where
     depth_shown: i64,
     adds_shown: u64,
     tasks: JoinSet<Outcome>,
+    high_priority: HighPriority<K>,
     // Keys are shared, not copied: a key waiting for a requeue sits in several of the
     // queue's indexes at once, for each of thousands of objects.
     queue: WorkQueue<Arc<ObjectRef<K>>>,
@@ -217,13 +235,19 @@ where
     K: Resource + Clone + Send + Sync + 'static,
     K::DynamicType: Eq + Hash + Clone + Send + Sync,
 {
-    fn new(limit: usize, metrics: QueueMetrics, retry: RetryDelays) -> Self {
+    fn new(
+        limit: usize,
+        metrics: QueueMetrics,
+        retry: RetryDelays,
+        high_priority: HighPriority<K>,
+    ) -> Self {
         Self {
             limit,
             metrics,
             depth_shown: 0,
             adds_shown: 0,
             tasks: JoinSet::new(),
+            high_priority,
             queue: WorkQueue::with_retry(retry),
             keys: HashMap::new(),
         }
@@ -265,8 +289,22 @@ where
         self.queue.next_due()
     }
 
+    /// The priority of `key`'s requests, by its object in `store` now.
+    fn priority_of(&self, key: &ObjectRef<K>, store: &Store<K>) -> Priority {
+        match store.get(key) {
+            Some(object) if (self.high_priority)(&object) => Priority::High,
+            _ => Priority::Normal,
+        }
+    }
+
+    /// Asks for `key` as a watch reported it.
+    fn request(&mut self, key: ObjectRef<K>, store: &Store<K>) {
+        let priority = self.priority_of(&key, store);
+        self.queue.add_with(Arc::new(key), priority);
+    }
+
     /// Puts a finished key back as its outcome asks.
-    fn finish(&mut self, joined: Result<(Id, Outcome), JoinError>) {
+    fn finish(&mut self, joined: Result<(Id, Outcome), JoinError>, store: &Store<K>) {
         let (id, (action, succeeded)) = match joined {
             Ok(finished) => finished,
             Err(error) => {
@@ -286,12 +324,14 @@ where
             Action::AwaitChange => {}
             Action::Retry => {
                 self.metrics.retries.inc();
-                self.queue.add_rate_limited(key, now);
+                let priority = self.priority_of(&key, store);
+                self.queue.add_rate_limited(key, now, priority);
             }
             // A delay too long to add to a clock reading means never.
             Action::RequeueAfter(after) => {
                 if let Some(at) = now.checked_add(after) {
-                    self.queue.add_at(key, at, now);
+                    let priority = self.priority_of(&key, store);
+                    self.queue.add_at(key, at, now, priority);
                 }
             }
         }
@@ -453,7 +493,14 @@ mod tests {
                 Action::await_change()
             }
         };
+        let hot = |map: &ConfigMap| {
+            map.metadata
+                .name
+                .as_deref()
+                .is_some_and(|name| name.starts_with("hot"))
+        };
         let controller = Controller::new(triggers, store)
+            .high_priority_when(hot)
             .concurrency(concurrency)
             .metrics(metrics)
             .graceful_shutdown_on(async {
@@ -660,6 +707,36 @@ mod tests {
         assert!(
             !entries.contains(&"start c".to_owned()),
             "nothing new starts after shutdown"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_for_a_high_priority_object_goes_ahead_of_waiting_ones() {
+        let log = Arc::new(Log::default());
+        log.hold.store(true, std::sync::atomic::Ordering::SeqCst);
+        for name in ["a", "b", "hot"] {
+            log.next
+                .lock()
+                .expect("next")
+                .insert(name.into(), Action::await_change());
+        }
+        let (store, _writer) = filled(&["a", "b", "hot"]);
+        let (send, _stop, _task) = start(log.clone(), store, 1);
+        send.unbounded_send(key("a")).expect("send");
+        settle().await;
+        assert_eq!(log.entries(), ["start a"]);
+        for name in ["b", "hot"] {
+            send.unbounded_send(key(name)).expect("send");
+        }
+        settle().await;
+        for _ in 0..2 {
+            log.release.notify_waiters();
+            settle().await;
+        }
+        assert_eq!(
+            log.entries(),
+            ["start a", "end a", "start hot", "end hot", "start b"],
+            "hot was asked for after b"
         );
     }
 }

@@ -3,11 +3,16 @@
 //! the same time, a request that arrives while its key runs is kept and runs right
 //! after, and a requeue for later gives way to an earlier request.
 //!
-//! A request due now goes straight to the ready list. Timers are only for requeues;
+//! A request due now goes straight to a ready list. Timers are only for requeues;
 //! a watch event never waits for one. kube-runtime's scheduler passes every request,
 //! even one due at once, through a timer wheel that holds it a millisecond or two:
 //! this queue buys the "StatefulSet ready to Running" and "create to StatefulSet"
 //! benchmark targets.
+//!
+//! There are two ready lists, as in controller-runtime's priority queue: a request of
+//! [`Priority::High`] goes ahead of every [`Priority::Normal`] one, so the follow-up
+//! passes of objects already set up do not wait behind the first passes of a burst of
+//! new ones. A request raised to high while it waits moves up, keeping its wait time.
 //!
 //! Failures are counted here too, as client-go's rate-limited add and forget do: a key
 //! that keeps failing waits longer each time, and one that succeeds or goes away is
@@ -20,18 +25,36 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+/// Which ready list a request joins.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Priority {
+    #[default]
+    Normal,
+    High,
+}
+
+/// After this many high-priority keys in a row while normal ones wait, one normal key
+/// is taken: a steady stream of high-priority requests cannot starve the others.
+const HIGH_IN_A_ROW: u32 = 8;
+
 #[derive(Debug)]
 pub struct WorkQueue<K> {
-    /// Keys due now, oldest first, with when each became due.
-    ready: VecDeque<(K, Instant)>,
-    /// The keys in `ready`.
-    queued: HashSet<K>,
+    /// Keys due now, oldest first, one list per priority. An entry whose ticket no
+    /// longer matches `queued` was moved up or taken, and is skipped.
+    high: VecDeque<(K, u64)>,
+    normal: VecDeque<(K, u64)>,
+    /// The keys on a ready list: their priority, ticket and when each became due.
+    queued: HashMap<K, Queued>,
+    /// The last ticket given.
+    tickets: u64,
+    /// High-priority keys taken in a row while normal ones waited.
+    high_in_row: u32,
     /// Keys being reconciled.
     running: HashSet<K>,
-    /// Running keys asked for again while they ran.
-    again: HashSet<K>,
-    /// Keys waiting for a time, with the time that counts.
-    later: HashMap<K, Instant>,
+    /// Running keys asked for again while they ran, with the highest priority asked.
+    again: HashMap<K, Priority>,
+    /// Keys waiting for a time, with the time that counts and their priority then.
+    later: HashMap<K, (Instant, Priority)>,
     /// The times in `later`, soonest on top. An entry whose time no longer matches
     /// `later` has been superseded and is skipped.
     timers: BinaryHeap<Reverse<Timer<K>>>,
@@ -42,6 +65,12 @@ pub struct WorkQueue<K> {
     adds: u64,
 }
 
+#[derive(Debug, Clone, Copy)]
+struct Queued {
+    priority: Priority,
+    ticket: u64,
+    since: Instant,
+}
 /// How long a failing key waits: `first` after one failure, doubling per failure in a
 /// row up to `max`.
 #[derive(Debug, Clone, Copy)]
@@ -95,10 +124,13 @@ impl<K> Ord for Timer<K> {
 impl<K> Default for WorkQueue<K> {
     fn default() -> Self {
         Self {
-            ready: VecDeque::new(),
-            queued: HashSet::new(),
+            high: VecDeque::new(),
+            normal: VecDeque::new(),
+            queued: HashMap::new(),
+            tickets: 0,
+            high_in_row: 0,
             running: HashSet::new(),
-            again: HashSet::new(),
+            again: HashMap::new(),
             later: HashMap::new(),
             timers: BinaryHeap::new(),
             failures: HashMap::new(),
@@ -117,14 +149,14 @@ impl<K: Hash + Eq + Clone> WorkQueue<K> {
         }
     }
 
-    /// Counts one more failure of `key` and asks for it again after its retry delay;
-    /// returns that delay.
-    pub fn add_rate_limited(&mut self, key: K, now: Instant) -> Duration {
+    /// Counts one more failure of `key` and asks for it again after its retry delay,
+    /// at `priority`; returns that delay.
+    pub fn add_rate_limited(&mut self, key: K, now: Instant, priority: Priority) -> Duration {
         let failures = self.failures.entry(key.clone()).or_default();
         *failures = failures.saturating_add(1);
         let delay = self.retry.after(*failures);
         if let Some(at) = now.checked_add(delay) {
-            self.add_at(key, at, now);
+            self.add_at(key, at, now, priority);
         }
         delay
     }
@@ -134,42 +166,73 @@ impl<K: Hash + Eq + Clone> WorkQueue<K> {
         self.failures.remove(key);
     }
 
-    /// Asks for `key` to be reconciled as soon as possible.
+    /// Asks for `key` to be reconciled as soon as possible, at normal priority.
     pub fn add(&mut self, key: K) {
+        self.add_with(key, Priority::Normal);
+    }
+
+    /// Asks for `key` to be reconciled as soon as possible, at `priority`; a key already
+    /// waiting at a lower one moves up.
+    pub fn add_with(&mut self, key: K, priority: Priority) {
         if self.running.contains(&key) {
-            if self.again.insert(key) {
+            if let Some(asked) = self.again.get_mut(&key) {
+                *asked = (*asked).max(priority);
+            } else {
                 self.adds += 1;
+                self.again.insert(key, priority);
             }
-        } else if !self.queued.contains(&key) {
+        } else if let Some(queued) = self.queued.get(&key) {
+            if queued.priority < priority {
+                let since = queued.since;
+                self.make_ready(key, priority, since);
+            }
+        } else {
             self.adds += 1;
-            self.make_ready(key);
+            self.make_ready(key, priority, Instant::now());
         }
     }
 
-    /// Puts `key`, which neither runs nor is ready, on the ready list.
-    fn make_ready(&mut self, key: K) {
+    /// Puts `key`, which does not run, on the ready list of `priority`, as due since
+    /// `since`.
+    fn make_ready(&mut self, key: K, priority: Priority, since: Instant) {
         self.later.remove(&key);
-        self.queued.insert(key.clone());
-        self.ready.push_back((key, Instant::now()));
+        self.tickets += 1;
+        let ticket = self.tickets;
+        self.queued.insert(
+            key.clone(),
+            Queued {
+                priority,
+                ticket,
+                since,
+            },
+        );
+        match priority {
+            Priority::High => self.high.push_back((key, ticket)),
+            Priority::Normal => self.normal.push_back((key, ticket)),
+        }
     }
 
-    /// Asks for `key` to be reconciled at `at`, unless it is asked for sooner already.
-    pub fn add_at(&mut self, key: K, at: Instant, now: Instant) {
+    /// Asks for `key` to be reconciled at `at`, at `priority`, unless it is asked for
+    /// sooner already.
+    pub fn add_at(&mut self, key: K, at: Instant, now: Instant, priority: Priority) {
         if at <= now {
-            self.add(key);
+            self.add_with(key, priority);
             return;
         }
-        if self.queued.contains(&key) || self.again.contains(&key) {
+        if self.queued.contains_key(&key) || self.again.contains_key(&key) {
             return;
         }
-        if self.later.get(&key).is_some_and(|current| *current <= at) {
+        if let Some((current, asked)) = self.later.get_mut(&key)
+            && *current <= at
+        {
+            *asked = (*asked).max(priority);
             return;
         }
-        self.later.insert(key.clone(), at);
+        self.later.insert(key.clone(), (at, priority));
         self.timers.push(Reverse(Timer { at, key }));
     }
 
-    /// Moves the keys whose time has come to the ready list.
+    /// Moves the keys whose time has come to their ready list.
     pub fn promote_due(&mut self, now: Instant) {
         while let Some(Reverse(timer)) = self.timers.peek() {
             if timer.at > now {
@@ -178,8 +241,10 @@ impl<K: Hash + Eq + Clone> WorkQueue<K> {
             let Some(Reverse(Timer { at, key })) = self.timers.pop() else {
                 break;
             };
-            if self.later.get(&key) == Some(&at) {
-                self.add(key);
+            if let Some(&(due, priority)) = self.later.get(&key)
+                && due == at
+            {
+                self.add_with(key, priority);
             }
         }
     }
@@ -188,7 +253,7 @@ impl<K: Hash + Eq + Clone> WorkQueue<K> {
     pub fn next_due(&mut self) -> Option<Instant> {
         // Drop superseded timers on top so the answer is the real next time.
         while let Some(Reverse(timer)) = self.timers.peek() {
-            if self.later.get(&timer.key) == Some(&timer.at) {
+            if self.later.get(&timer.key).map(|(at, _)| at) == Some(&timer.at) {
                 return Some(timer.at);
             }
             self.timers.pop();
@@ -196,24 +261,45 @@ impl<K: Hash + Eq + Clone> WorkQueue<K> {
         None
     }
 
-    /// Takes the oldest ready key and marks it running, if fewer than `limit` keys run
-    /// (0: no limit); with how long it waited since it became due.
+    /// Takes the next ready key, high priority first, and marks it running, if fewer
+    /// than `limit` keys run (0: no limit); with how long it waited since it became due.
     pub fn take(&mut self, limit: usize) -> Option<(K, Duration)> {
         if limit != 0 && self.running.len() >= limit {
             return None;
         }
-        let (key, since) = self.ready.pop_front()?;
-        self.queued.remove(&key);
+        let queued = &self.queued;
+        let current =
+            |(key, ticket): &(K, u64)| queued.get(key).is_some_and(|q| q.ticket == *ticket);
+        while self.high.front().is_some_and(|entry| !current(entry)) {
+            self.high.pop_front();
+        }
+        while self.normal.front().is_some_and(|entry| !current(entry)) {
+            self.normal.pop_front();
+        }
+        let normal_waits = !self.normal.is_empty();
+        let (key, _) =
+            if !self.high.is_empty() && (self.high_in_row < HIGH_IN_A_ROW || !normal_waits) {
+                self.high_in_row = if normal_waits {
+                    self.high_in_row + 1
+                } else {
+                    0
+                };
+                self.high.pop_front()?
+            } else {
+                self.high_in_row = 0;
+                self.normal.pop_front()?
+            };
+        let queued = self.queued.remove(&key)?;
         self.running.insert(key.clone());
-        Some((key, since.elapsed()))
+        Some((key, queued.since.elapsed()))
     }
 
     /// Marks `key` done; a request that came while it ran makes it ready again (that
     /// request was counted as an add when it came, as client-go counts it).
     pub fn done(&mut self, key: &K) {
         self.running.remove(key);
-        if self.again.remove(key) {
-            self.make_ready(key.clone());
+        if let Some(priority) = self.again.remove(key) {
+            self.make_ready(key.clone(), priority, Instant::now());
         }
     }
 
@@ -225,7 +311,7 @@ impl<K: Hash + Eq + Clone> WorkQueue<K> {
 
     /// How many keys are ready and how many wait for a time.
     pub fn depth(&self) -> (usize, usize) {
-        (self.ready.len(), self.later.len())
+        (self.queued.len(), self.later.len())
     }
 
     /// How many times a key started waiting, as client-go's workqueue counts adds: a
@@ -306,7 +392,7 @@ mod tests {
     fn a_requeue_waits_for_its_time() {
         let now = Instant::now();
         let mut queue = WorkQueue::default();
-        queue.add_at("a", now + secs(5), now);
+        queue.add_at("a", now + secs(5), now, Priority::Normal);
         assert_eq!(queue.next_due(), Some(now + secs(5)));
         queue.promote_due(now + secs(4));
         assert_eq!(key_of(queue.take(0)), None);
@@ -319,7 +405,7 @@ mod tests {
     fn a_request_due_now_does_not_wait_for_a_timer() {
         let now = Instant::now();
         let mut queue = WorkQueue::default();
-        queue.add_at("a", now, now);
+        queue.add_at("a", now, now, Priority::Normal);
         assert_eq!(key_of(queue.take(0)), Some("a"));
         assert_eq!(queue.next_due(), None);
     }
@@ -328,9 +414,9 @@ mod tests {
     fn the_earlier_of_two_times_counts() {
         let now = Instant::now();
         let mut queue = WorkQueue::default();
-        queue.add_at("a", now + secs(30), now);
-        queue.add_at("a", now + secs(2), now);
-        queue.add_at("a", now + secs(10), now);
+        queue.add_at("a", now + secs(30), now, Priority::Normal);
+        queue.add_at("a", now + secs(2), now, Priority::Normal);
+        queue.add_at("a", now + secs(10), now, Priority::Normal);
         assert_eq!(queue.next_due(), Some(now + secs(2)));
         queue.promote_due(now + secs(2));
         assert_eq!(drain(&mut queue), ["a"]);
@@ -345,7 +431,7 @@ mod tests {
     fn a_request_now_replaces_a_requeue_for_later() {
         let now = Instant::now();
         let mut queue = WorkQueue::default();
-        queue.add_at("a", now + secs(30), now);
+        queue.add_at("a", now + secs(30), now, Priority::Normal);
         queue.add("a");
         assert_eq!(key_of(queue.take(0)), Some("a"));
         queue.done(&"a");
@@ -365,7 +451,9 @@ mod tests {
             first: secs(1),
             max: secs(5),
         });
-        let delays: Vec<Duration> = (0..5).map(|_| queue.add_rate_limited("a", now)).collect();
+        let delays: Vec<Duration> = (0..5)
+            .map(|_| queue.add_rate_limited("a", now, Priority::Normal))
+            .collect();
         assert_eq!(delays, [secs(1), secs(2), secs(4), secs(5), secs(5)]);
         assert_eq!(
             queue.next_due(),
@@ -373,9 +461,9 @@ mod tests {
             "the earliest time counts"
         );
         queue.forget(&"a");
-        assert_eq!(queue.add_rate_limited("a", now), secs(1));
+        assert_eq!(queue.add_rate_limited("a", now, Priority::Normal), secs(1));
         assert_eq!(
-            queue.add_rate_limited("b", now),
+            queue.add_rate_limited("b", now, Priority::Normal),
             secs(1),
             "each key counts alone"
         );
@@ -396,7 +484,7 @@ mod tests {
         assert_eq!(queue.adds(), 2, "running it again is not another add");
         assert_eq!(key_of(queue.take(0)), Some("a"));
         queue.done(&"a");
-        queue.add_rate_limited("a", now);
+        queue.add_rate_limited("a", now, Priority::Normal);
         assert_eq!(queue.adds(), 2, "a retry is counted when it falls due");
         queue.promote_due(now + secs(1));
         assert_eq!(queue.adds(), 3);
@@ -408,10 +496,73 @@ mod tests {
         let mut queue = WorkQueue::default();
         queue.add("a");
         assert_eq!(key_of(queue.take(0)), Some("a"));
-        queue.add_at("a", now + secs(5), now);
+        queue.add_at("a", now + secs(5), now, Priority::Normal);
         queue.done(&"a");
         assert_eq!(key_of(queue.take(0)), None);
         queue.promote_due(now + secs(5));
         assert_eq!(key_of(queue.take(0)), Some("a"));
+    }
+
+    #[test]
+    fn high_priority_keys_go_ahead_of_normal_ones() {
+        let mut queue = WorkQueue::default();
+        queue.add("a");
+        queue.add("b");
+        queue.add_with("c", Priority::High);
+        queue.add_with("d", Priority::High);
+        assert_eq!(drain(&mut queue), ["c", "d", "a", "b"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_waiting_key_raised_to_high_moves_up_once_and_keeps_its_wait() {
+        let mut queue = WorkQueue::default();
+        queue.add("a");
+        queue.add("b");
+        tokio::time::advance(Duration::from_millis(5)).await;
+        queue.add_with("b", Priority::High);
+        queue.add("b");
+        assert_eq!(queue.depth(), (2, 0));
+        assert_eq!(queue.take(0), Some(("b", Duration::from_millis(5))));
+        assert_eq!(drain(&mut queue), ["a"], "b's normal place is gone");
+        assert_eq!(queue.adds(), 2, "moving up is not another add");
+    }
+
+    #[test]
+    fn a_key_asked_for_while_it_runs_comes_back_at_the_highest_priority_asked() {
+        let mut queue = WorkQueue::default();
+        queue.add("a");
+        assert_eq!(key_of(queue.take(0)), Some("a"));
+        queue.add_with("a", Priority::High);
+        queue.add("a");
+        queue.add("b");
+        queue.done(&"a");
+        assert_eq!(drain(&mut queue), ["a", "b"]);
+    }
+
+    #[test]
+    fn a_requeue_keeps_its_priority_until_it_falls_due() {
+        let now = Instant::now();
+        let mut queue = WorkQueue::default();
+        queue.add_at("a", now + secs(5), now, Priority::High);
+        queue.add("b");
+        queue.promote_due(now + secs(5));
+        assert_eq!(drain(&mut queue), ["a", "b"]);
+    }
+
+    #[test]
+    fn a_stream_of_high_priority_keys_lets_a_normal_one_through_now_and_then() {
+        let mut queue = WorkQueue::default();
+        queue.add("new");
+        let high = ["h0", "h1", "h2", "h3", "h4", "h5", "h6", "h7", "h8", "h9"];
+        for key in high {
+            queue.add_with(key, Priority::High);
+        }
+        let order = drain(&mut queue);
+        assert_eq!(
+            order.iter().position(|key| *key == "new"),
+            Some(8),
+            "{order:?}"
+        );
+        assert_eq!(order.len(), 11);
     }
 }
