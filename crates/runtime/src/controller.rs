@@ -56,8 +56,8 @@ impl Action {
 /// guard) is tried again.
 const AFTER_LOST_TASK: Duration = Duration::from_secs(10);
 
-/// Whether the requests for an object go ahead of the others.
-type HighPriority<K> = Arc<dyn Fn(&K) -> bool + Send + Sync>;
+/// Whether the requests for an object go ahead of the others; `None`: no object's do.
+type HighPriority<K> = Option<Arc<dyn Fn(&K) -> bool + Send + Sync>>;
 
 /// A reconcile loop over the objects of kind `K` that a cache holds.
 pub struct Controller<K>
@@ -89,7 +89,7 @@ where
         Self {
             triggers: triggers.boxed(),
             store,
-            high_priority: Arc::new(|_: &K| false),
+            high_priority: None,
             concurrency: 0,
             metrics: QueueMetrics::default(),
             retry: RetryDelays::default(),
@@ -97,14 +97,16 @@ where
         }
     }
 
-    /// Requests and requeues for the objects `high_priority` holds for go ahead of the
-    /// others (see [`Priority`]), judged by the cached object when each is asked for.
+    /// Requests for objects already set up go ahead of the others (see [`Priority`]):
+    /// those for an object `set_up` holds for (judged by the cached object when each is
+    /// asked for), and those that come during or after an object's successful pass,
+    /// which has set it up though the cache may not show it yet.
     #[must_use]
     pub fn high_priority_when(
         mut self,
-        high_priority: impl Fn(&K) -> bool + Send + Sync + 'static,
+        set_up: impl Fn(&K) -> bool + Send + Sync + 'static,
     ) -> Self {
-        self.high_priority = Arc::new(high_priority);
+        self.high_priority = Some(Arc::new(set_up));
         self
     }
 
@@ -291,8 +293,8 @@ where
 
     /// The priority of `key`'s requests, by its object in `store` now.
     fn priority_of(&self, key: &ObjectRef<K>, store: &Store<K>) -> Priority {
-        match store.get(key) {
-            Some(object) if (self.high_priority)(&object) => Priority::High,
+        match (&self.high_priority, store.get(key)) {
+            (Some(set_up), Some(object)) if set_up(&object) => Priority::High,
             _ => Priority::Normal,
         }
     }
@@ -315,7 +317,12 @@ where
         let Some(key) = self.end_work(id) else {
             return;
         };
-        self.queue.done(&key);
+        let priority = if succeeded && self.high_priority.is_some() {
+            Priority::High
+        } else {
+            self.priority_of(&key, store)
+        };
+        self.queue.done_with(&key, priority);
         if succeeded {
             self.queue.forget(&key);
         }
@@ -324,13 +331,11 @@ where
             Action::AwaitChange => {}
             Action::Retry => {
                 self.metrics.retries.inc();
-                let priority = self.priority_of(&key, store);
                 self.queue.add_rate_limited(key, now, priority);
             }
             // A delay too long to add to a clock reading means never.
             Action::RequeueAfter(after) => {
                 if let Some(at) = now.checked_add(after) {
-                    let priority = self.priority_of(&key, store);
                     self.queue.add_at(key, at, now, priority);
                 }
             }
@@ -707,6 +712,35 @@ mod tests {
         assert!(
             !entries.contains(&"start c".to_owned()),
             "nothing new starts after shutdown"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_during_a_successful_pass_comes_back_ahead_of_new_objects() {
+        let log = Arc::new(Log::default());
+        log.hold.store(true, std::sync::atomic::Ordering::SeqCst);
+        for name in ["a", "b"] {
+            log.next
+                .lock()
+                .expect("next")
+                .insert(name.into(), Action::await_change());
+        }
+        let (store, _writer) = filled(&["a", "b"]);
+        let (send, _stop, _task) = start(log.clone(), store, 1);
+        send.unbounded_send(key("a")).expect("send");
+        settle().await;
+        // b is new; a's request comes while its first pass runs.
+        for name in ["b", "a"] {
+            send.unbounded_send(key(name)).expect("send");
+        }
+        settle().await;
+        for _ in 0..2 {
+            log.release.notify_waiters();
+            settle().await;
+        }
+        assert_eq!(
+            log.entries(),
+            ["start a", "end a", "start a", "end a", "start b"]
         );
     }
 

@@ -297,9 +297,15 @@ impl<K: Hash + Eq + Clone> WorkQueue<K> {
     /// Marks `key` done; a request that came while it ran makes it ready again (that
     /// request was counted as an add when it came, as client-go counts it).
     pub fn done(&mut self, key: &K) {
+        self.done_with(key, Priority::Normal);
+    }
+
+    /// Marks `key` done as [`WorkQueue::done`] does; a request that came while it ran
+    /// comes back at `at_least` if that is higher than the priority it was asked at.
+    pub fn done_with(&mut self, key: &K, at_least: Priority) {
         self.running.remove(key);
         if let Some(priority) = self.again.remove(key) {
-            self.make_ready(key.clone(), priority, Instant::now());
+            self.make_ready(key.clone(), priority.max(at_least), Instant::now());
         }
     }
 
@@ -537,6 +543,19 @@ mod tests {
         queue.add("b");
         queue.done(&"a");
         assert_eq!(drain(&mut queue), ["a", "b"]);
+    }
+
+    #[test]
+    fn a_key_done_can_raise_the_request_that_came_while_it_ran() {
+        let mut queue = WorkQueue::default();
+        queue.add("a");
+        assert_eq!(key_of(queue.take(0)), Some("a"));
+        queue.add("a");
+        queue.add("b");
+        queue.done_with(&"a", Priority::High);
+        assert_eq!(drain(&mut queue), ["a", "b"]);
+        queue.done_with(&"a", Priority::High);
+        assert_eq!(queue.depth(), (0, 0), "no request came while it ran");
     }
 
     #[test]
