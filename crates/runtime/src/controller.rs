@@ -430,6 +430,19 @@ mod tests {
         }
     }
 
+    /// A log whose reconciles wait to be released, and of `names` end awaiting a change.
+    fn held_log_settling(names: &[&str]) -> Arc<Log> {
+        let log = Arc::new(Log::default());
+        log.hold.store(true, std::sync::atomic::Ordering::SeqCst);
+        for name in names {
+            log.next
+                .lock()
+                .expect("next")
+                .insert((*name).into(), Action::await_change());
+        }
+        log
+    }
+
     fn map(name: &str) -> ConfigMap {
         let mut map = ConfigMap::default();
         map.metadata.name = Some(name.to_owned());
@@ -670,14 +683,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn no_more_than_the_concurrency_run_and_shutdown_waits_for_them() {
-        let log = Arc::new(Log::default());
-        log.hold.store(true, std::sync::atomic::Ordering::SeqCst);
-        for name in ["a", "b", "c"] {
-            log.next
-                .lock()
-                .expect("next")
-                .insert(name.into(), Action::await_change());
-        }
+        let log = held_log_settling(&["a", "b", "c"]);
         let (store, _writer) = filled(&["a", "b", "c"]);
         let metrics = QueueMetrics::default();
         let (send, stop, task) = start_with(log.clone(), store, 2, metrics.clone());
@@ -715,22 +721,16 @@ mod tests {
         );
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_request_during_a_successful_pass_comes_back_ahead_of_new_objects() {
-        let log = Arc::new(Log::default());
-        log.hold.store(true, std::sync::atomic::Ordering::SeqCst);
-        for name in ["a", "b"] {
-            log.next
-                .lock()
-                .expect("next")
-                .insert(name.into(), Action::await_change());
-        }
-        let (store, _writer) = filled(&["a", "b"]);
+    /// One worker: `a` starts and is held, `then` are asked for in turn while it runs,
+    /// and two reconciles are let through. What the log shows after.
+    async fn asked_while_a_runs(then: [&str; 2]) -> Vec<String> {
+        let log = held_log_settling(&["a", "b", "hot"]);
+        let (store, _writer) = filled(&["a", "b", "hot"]);
         let (send, _stop, _task) = start(log.clone(), store, 1);
         send.unbounded_send(key("a")).expect("send");
         settle().await;
-        // b is new; a's request comes while its first pass runs.
-        for name in ["b", "a"] {
+        assert_eq!(log.entries(), ["start a"]);
+        for name in then {
             send.unbounded_send(key(name)).expect("send");
         }
         settle().await;
@@ -738,37 +738,22 @@ mod tests {
             log.release.notify_waiters();
             settle().await;
         }
+        log.entries()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_during_a_successful_pass_comes_back_ahead_of_new_objects() {
+        // b is new; a's request comes while its first pass runs.
         assert_eq!(
-            log.entries(),
+            asked_while_a_runs(["b", "a"]).await,
             ["start a", "end a", "start a", "end a", "start b"]
         );
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_request_for_a_high_priority_object_goes_ahead_of_waiting_ones() {
-        let log = Arc::new(Log::default());
-        log.hold.store(true, std::sync::atomic::Ordering::SeqCst);
-        for name in ["a", "b", "hot"] {
-            log.next
-                .lock()
-                .expect("next")
-                .insert(name.into(), Action::await_change());
-        }
-        let (store, _writer) = filled(&["a", "b", "hot"]);
-        let (send, _stop, _task) = start(log.clone(), store, 1);
-        send.unbounded_send(key("a")).expect("send");
-        settle().await;
-        assert_eq!(log.entries(), ["start a"]);
-        for name in ["b", "hot"] {
-            send.unbounded_send(key(name)).expect("send");
-        }
-        settle().await;
-        for _ in 0..2 {
-            log.release.notify_waiters();
-            settle().await;
-        }
         assert_eq!(
-            log.entries(),
+            asked_while_a_runs(["b", "hot"]).await,
             ["start a", "end a", "start hot", "end hot", "start b"],
             "hot was asked for after b"
         );
