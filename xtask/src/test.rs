@@ -2,11 +2,18 @@
 //! then cached), every unit test, every acceptance test against a real kube-apiserver,
 //! and the real tier's tests against real database servers; then a check that no
 //! component outlived its test.
+//!
+//! The tests run in two lanes at once. The real tier's targets (named `real_*`) take the
+//! machine's one real node in turn and spend most of their time waiting on database
+//! servers; every other target, then the benchmark's smoke run, goes alongside them.
 
-use std::process::Command;
+use std::process::{Command, ExitStatus};
 use std::time::Instant;
 
-use anyhow::bail;
+use anyhow::{Context as _, bail};
+
+/// The prefix of the test targets that start a real node.
+const REAL_TIER: &str = "real_";
 
 #[derive(clap::Args)]
 pub struct TestArgs {
@@ -32,25 +39,35 @@ pub fn run(args: &TestArgs) -> anyhow::Result<()> {
     // Components already running (e.g. `cargo xtask cluster up`) are not the tests' doing.
     let before = leftover_components();
     let tests = Instant::now();
-    let mut command = Command::new(env!("CARGO"));
-    if args.long {
-        for (var, value) in [
-            ("FAULT_OPERATIONS", "1000"),
-            ("FAILOVER_TRIALS", "20"),
-            ("DATABASE_FAILOVER_TRIALS", "20"),
-        ] {
-            if std::env::var_os(var).is_none() {
-                command.env(var, value);
-            }
-        }
+    if !cargo(args, &["--no-run".to_owned()]).status()?.success() {
+        bail!("building the tests failed");
     }
-    let status = command
-        .current_dir(crate::workspace_root())
-        .args(["test", "--workspace", "--locked", "--no-fail-fast"])
-        .args(&args.cargo_test_args)
-        .status()?;
+    let (real, other) = test_targets()?;
+    let log = crate::workspace_root().join("target/xtask-test-other-lane.log");
+    let other_lane = {
+        let mut selection = vec!["--lib".to_owned(), "--bins".to_owned()];
+        selection.extend(other.iter().flat_map(|t| ["--test".to_owned(), t.clone()]));
+        let command = cargo(args, &selection);
+        let log = log.clone();
+        std::thread::spawn(move || other_lane(command, &log))
+    };
+    let real_status = if real.is_empty() {
+        None
+    } else {
+        let selection: Vec<String> = real
+            .iter()
+            .flat_map(|t| ["--test".to_owned(), t.clone()])
+            .collect();
+        Some(cargo(args, &selection).status()?)
+    };
+    println!("real tier's tests finished in {:.1?}", tests.elapsed());
+    let other_lane = other_lane
+        .join()
+        .map_err(|_| anyhow::anyhow!("the other lane's thread panicked"))?;
+    println!("the other lane's output ({}):", log.display());
+    println!("{}", std::fs::read_to_string(&log).unwrap_or_default());
     println!(
-        "cargo test finished in {:.1?} ({:.1?} in all)",
+        "tests finished in {:.1?} ({:.1?} in all)",
         tests.elapsed(),
         started.elapsed()
     );
@@ -68,19 +85,105 @@ pub fn run(args: &TestArgs) -> anyhow::Result<()> {
         bail!("the real tier left state on the host: {host:?}");
     }
     println!("no mount, bridge, iptables chain or Pod cgroup left on the host");
+    if let Some(status) = real_status.filter(|s| !s.success()) {
+        bail!("the real tier's tests failed with {status}");
+    }
+    other_lane
+}
+
+/// `cargo test` over the workspace with `extra` options, the arguments given after `--`
+/// and, with `--long`, the longer fault runs.
+fn cargo(args: &TestArgs, extra: &[String]) -> Command {
+    let mut command = Command::new(env!("CARGO"));
+    if args.long {
+        for (var, value) in [
+            ("FAULT_OPERATIONS", "1000"),
+            ("FAILOVER_TRIALS", "20"),
+            ("DATABASE_FAILOVER_TRIALS", "20"),
+        ] {
+            if std::env::var_os(var).is_none() {
+                command.env(var, value);
+            }
+        }
+    }
+    command.current_dir(crate::workspace_root()).args([
+        "test",
+        "--workspace",
+        "--locked",
+        "--no-fail-fast",
+    ]);
+    // Options for cargo come before `--`, test filters after it.
+    let (options, filters) = split_at_dashes(&args.cargo_test_args);
+    command.args(options).args(extra);
+    command.arg("--");
+    command.args(filters);
+    command
+}
+
+fn split_at_dashes(args: &[String]) -> (&[String], &[String]) {
+    match args.iter().position(|a| a == "--") {
+        Some(at) => (&args[..at], &args[at + 1..]),
+        None if args.first().is_some_and(|a| a.starts_with('-')) => (args, &[]),
+        None => (&[], args),
+    }
+}
+
+/// Every target but the real tier's, then (if they passed) the benchmark's smoke run,
+/// its output in `log`.
+fn other_lane(mut command: Command, log: &std::path::Path) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let file = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
+    let status: ExitStatus = command.stdout(file.try_clone()?).stderr(file).status()?;
+    println!(
+        "the other lane's tests finished in {:.1?}",
+        started.elapsed()
+    );
     if !status.success() {
-        bail!("cargo test failed with {status}");
+        bail!(
+            "cargo test failed with {status} (output in {})",
+            log.display()
+        );
     }
     // A small benchmark run, so that `cargo xtask bench` cannot rot.
     println!("bench smoke run");
     crate::bench::run(&crate::bench::BenchArgs::smoke())?;
-    if !leftover_components()
-        .into_iter()
-        .all(|p| before.contains(&p))
-    {
-        bail!("components left running after the benchmark smoke run");
-    }
+    println!(
+        "the other lane, with the bench smoke run, finished in {:.1?}",
+        started.elapsed()
+    );
     Ok(())
+}
+
+/// The workspace's integration-test targets: the real tier's, and the others.
+fn test_targets() -> anyhow::Result<(Vec<String>, Vec<String>)> {
+    let output = Command::new(env!("CARGO"))
+        .current_dir(crate::workspace_root())
+        .args(["metadata", "--format-version", "1", "--no-deps", "--locked"])
+        .output()?;
+    if !output.status.success() {
+        bail!(
+            "cargo metadata failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let metadata: serde_json::Value = serde_json::from_slice(&output.stdout)?;
+    let mut names: Vec<String> = metadata["packages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|package| package["targets"].as_array().into_iter().flatten())
+        .filter(|target| {
+            target["kind"]
+                .as_array()
+                .is_some_and(|k| k.iter().any(|k| k == "test"))
+        })
+        .filter_map(|target| target["name"].as_str().map(str::to_owned))
+        .collect();
+    names.sort();
+    names.dedup();
+    Ok(names
+        .into_iter()
+        .partition(|name| name.starts_with(REAL_TIER)))
 }
 
 /// The control plane and the images. The control plane's Go build is bound by the CPU
@@ -158,4 +261,23 @@ fn leftover_components() -> Vec<String> {
             )
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_at_dashes;
+
+    fn strings(args: &[&str]) -> Vec<String> {
+        args.iter().map(|a| (*a).to_owned()).collect()
+    }
+
+    #[test]
+    fn cargo_options_go_before_the_dashes_and_test_filters_after() {
+        let filters = strings(&["failover", "backup"]);
+        assert_eq!(split_at_dashes(&filters), (&[][..], &filters[..]));
+        let options = strings(&["-p", "database-controller"]);
+        assert_eq!(split_at_dashes(&options), (&options[..], &[][..]));
+        let both = strings(&["-p", "database-controller", "--", "failover"]);
+        assert_eq!(split_at_dashes(&both), (&both[..2], &both[3..]));
+    }
 }
