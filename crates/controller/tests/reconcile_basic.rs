@@ -592,14 +592,18 @@ async fn a_refused_write_is_reported_as_a_sentence_with_the_api_servers_message(
     )
     .await;
     statefulset_with_replicas(&env.api(), "orders", 2, WAIT).await;
-    // The policy may take a moment to reach admission: keep asking for 4 until refused.
+    // The policy may take a moment to reach admission, and a StatefulSet written before
+    // it did keeps what it was given: ask for 4 and 5 in turn, each a change to write,
+    // until one is refused.
+    let asked = std::sync::atomic::AtomicI32::new(4);
     let note = eventually(WAIT, "a ReconcileFailed event", || async {
+        let replicas = asked.fetch_xor(4 ^ 5, std::sync::atomic::Ordering::SeqCst);
         let _ = env
             .databases()
             .patch(
                 "orders",
                 &PatchParams::default(),
-                &Patch::Merge(json!({"spec": {"replicas": 4}})),
+                &Patch::Merge(json!({"spec": {"replicas": replicas}})),
             )
             .await;
         let events: Api<k8s_openapi::api::events::v1::Event> = env.api();

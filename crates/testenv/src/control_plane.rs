@@ -68,7 +68,9 @@ impl Options {
     }
 
     /// The real tier: the full control plane and one real node whose containerd holds
-    /// the images of `images` (recipe ids such as `postgres-17`). Needs root.
+    /// the images of `images` (recipe ids such as `postgres-17`). Needs root. A test
+    /// target that uses it is named `real_*`: `cargo xtask test` runs those in a lane of
+    /// their own, since the machine has one real node.
     pub fn real(images: &[&str]) -> Self {
         Self {
             full: true,

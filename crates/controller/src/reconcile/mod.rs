@@ -39,6 +39,7 @@ use crate::context::Context;
 use crate::error::Error;
 use crate::metrics::ResultLabels;
 use crate::objects::get_opt;
+use crate::replication;
 use crate::version;
 use operator_runtime::events::EventType;
 
@@ -213,8 +214,8 @@ async fn add_finalizer(
 
 /// Observes, builds and applies the owned objects, then writes status: a round trip of
 /// reads (the Pods among them), then the writes the pass needs (the StatefulSet, then the
-/// other objects together), then the status. A pass that only finds its Database ready
-/// makes two: the reads, then the status.
+/// other objects together), then the status with any role labels beside it. A pass that
+/// only finds its Database ready makes two: the reads, then the status and labels.
 async fn apply_owned(
     ctx: &Context,
     databases: &Api<Database>,
@@ -254,7 +255,15 @@ async fn apply_owned(
     };
     let set = Box::pin(pass.write(&Applier::new(ctx, db), &template_storage, first_pass)).await?;
     let (facts, requeue) = Box::pin(pass.engine_steps(namespace, &set, now, facts)).await?;
-    write_status(ctx, databases, db, Some(&set), &facts, now).await?;
+    // Role labels go out with the status: one round trip for both.
+    let labels = facts
+        .replication
+        .as_ref()
+        .map_or(&[][..], |r| &r.labels[..]);
+    tokio::try_join!(
+        write_status(ctx, databases, db, Some(&set), &facts, now),
+        replication::write_labels(ctx, namespace, labels),
+    )?;
     let running = status::compute(
         db,
         Some(&set),

@@ -53,6 +53,9 @@ pub struct Report {
     pub events: Vec<(EventType, &'static str, String)>,
     /// When to look again at the latest.
     pub requeue: Option<Duration>,
+    /// Role labels (Pod, role) the caller writes alongside the status: the pass's only
+    /// steps, which nothing in the status waits for.
+    pub labels: Vec<(String, Option<&'static str>)>,
 }
 
 /// The primary the topology names, or the first instance for a Database that has none.
@@ -126,9 +129,8 @@ pub async fn reconcile(
     let mut instances: Vec<Instance> = listed.iter().filter_map(observe_pod).collect();
     instances.sort_by_key(|i| i.ordinal);
     if !replicated {
-        let steps = primary_label_steps(named, &instances);
         let mut report = report::unasked(named, &instances);
-        steps::execute(ctx, db, &pods, &exec_pods, &steps, &mut report).await?;
+        report.labels = only_labels(&primary_label_steps(named, &instances)).unwrap_or_default();
         return Ok(report);
     }
     if let Some(primary) = instances.iter_mut().find(|i| i.name == named) {
@@ -147,13 +149,41 @@ pub async fn reconcile(
     if let Some(refusal) = switchover_refusal(&wanted, &instances) {
         report.events.push(refusal);
     }
-    steps::execute(ctx, db, &pods, &exec_pods, &steps, &mut report).await?;
+    match only_labels(&steps) {
+        Some(labels) => report.labels = labels,
+        None => steps::execute(ctx, db, &pods, &exec_pods, &steps, &mut report).await?,
+    }
     if !steps.is_empty() {
         // What this pass changed (a promotion, a re-pointed replica) shows in the
         // instances' answers at once: the next pass labels and reports it.
         report.requeue = Some(AFTER_CHANGES);
     }
     Ok(report)
+}
+
+/// The (Pod, role) of each step when every step is a role label.
+fn only_labels(steps: &[Step]) -> Option<Vec<(String, Option<&'static str>)>> {
+    steps
+        .iter()
+        .map(|step| match step {
+            Step::Label { pod, role } => Some((pod.clone(), *role)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Writes the role labels a pass left to its caller (see [`Report::labels`]), one
+/// after the other as the plan ordered them.
+pub async fn write_labels(
+    ctx: &Context,
+    namespace: &str,
+    labels: &[(String, Option<&'static str>)],
+) -> Result<(), Error> {
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+    for (pod, role) in labels {
+        steps::label(ctx, &pods, pod, *role).await?;
+    }
+    Ok(())
 }
 
 /// The Pods carrying `db`'s labels: its StatefulSet's instances, and also the Pods of
@@ -397,5 +427,30 @@ mod tests {
             already_unready.unready_since.map(|t| t.to_string()),
             Some("2026-01-01T00:01:00Z".to_owned())
         );
+    }
+
+    #[test]
+    fn a_pass_of_labels_alone_leaves_them_to_go_with_the_status() {
+        let label = |pod: &str, role| Step::Label {
+            pod: pod.to_owned(),
+            role,
+        };
+        let steps = [label("orders-1", None), label("orders-0", Some(PRIMARY))];
+        assert_eq!(
+            only_labels(&steps),
+            Some(vec![
+                ("orders-1".to_owned(), None),
+                ("orders-0".to_owned(), Some(PRIMARY))
+            ]),
+            "in the plan's order"
+        );
+        let promotion = Step::Promote {
+            pod: "orders-1".to_owned(),
+        };
+        assert_eq!(
+            only_labels(&[promotion, label("orders-1", Some(PRIMARY))]),
+            None
+        );
+        assert_eq!(only_labels(&[]), Some(Vec::new()));
     }
 }

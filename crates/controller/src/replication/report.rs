@@ -42,6 +42,7 @@ pub fn of(named: &str, instances: &[Instance], wanted: &Wanted, now: Timestamp) 
         replicated: Some(replicated),
         events: Vec::new(),
         requeue: Some(next_look(named, instances, wanted, now)),
+        labels: Vec::new(),
     }
 }
 

@@ -254,7 +254,12 @@ async fn record_in_topology(
 }
 
 /// Sets (or removes) an instance's role label; a Pod gone meanwhile needs none.
-async fn label(ctx: &Context, pods: &Api<Pod>, pod: &str, role: Option<&str>) -> Result<(), Error> {
+pub(super) async fn label(
+    ctx: &Context,
+    pods: &Api<Pod>,
+    pod: &str,
+    role: Option<&str>,
+) -> Result<(), Error> {
     let patch = json!({"metadata": {"labels": {ROLE_LABEL: role}}});
     match pods
         .patch(pod, &PatchParams::default(), &Patch::Merge(&patch))
