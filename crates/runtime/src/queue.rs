@@ -71,6 +71,7 @@ struct Queued {
     ticket: u64,
     since: Instant,
 }
+
 /// How long a failing key waits: `first` after one failure, doubling per failure in a
 /// row up to `max`.
 #[derive(Debug, Clone, Copy)]
