@@ -29,7 +29,7 @@ use kube::ResourceExt;
 use kube::api::{Api, ListParams, ObjectList, Patch, PatchParams};
 use serde_json::json;
 
-use self::plan::{Instance, Step, Wanted};
+use self::plan::{Instance, Wanted};
 use crate::context::Context;
 use crate::error::Error;
 use crate::resources::meta::{PRIMARY, ROLE_LABEL, pod_name, selector_string};
@@ -53,8 +53,9 @@ pub struct Report {
     pub events: Vec<(EventType, &'static str, String)>,
     /// When to look again at the latest.
     pub requeue: Option<Duration>,
-    /// Role labels (Pod, role) the caller writes alongside the status: the pass's only
-    /// steps, which nothing in the status waits for.
+    /// Role labels (Pod, role) the caller writes alongside the status, for a Database
+    /// whose replication the operator does not run: the only steps of its pass, which
+    /// nothing in the status waits for.
     pub labels: Vec<(String, Option<&'static str>)>,
 }
 
@@ -130,7 +131,7 @@ pub async fn reconcile(
     instances.sort_by_key(|i| i.ordinal);
     if !replicated {
         let mut report = report::unasked(named, &instances);
-        report.labels = only_labels(&primary_label_steps(named, &instances)).unwrap_or_default();
+        report.labels = primary_labels(named, &instances);
         return Ok(report);
     }
     if let Some(primary) = instances.iter_mut().find(|i| i.name == named) {
@@ -149,27 +150,15 @@ pub async fn reconcile(
     if let Some(refusal) = switchover_refusal(&wanted, &instances) {
         report.events.push(refusal);
     }
-    match only_labels(&steps) {
-        Some(labels) => report.labels = labels,
-        None => steps::execute(ctx, db, &pods, &exec_pods, &steps, &mut report).await?,
-    }
+    // Labels here may move `-rw` after an election or a failover: they go out at once,
+    // not after the pass's other steps.
+    steps::execute(ctx, db, &pods, &exec_pods, &steps, &mut report).await?;
     if !steps.is_empty() {
         // What this pass changed (a promotion, a re-pointed replica) shows in the
         // instances' answers at once: the next pass labels and reports it.
         report.requeue = Some(AFTER_CHANGES);
     }
     Ok(report)
-}
-
-/// The (Pod, role) of each step when every step is a role label.
-fn only_labels(steps: &[Step]) -> Option<Vec<(String, Option<&'static str>)>> {
-    steps
-        .iter()
-        .map(|step| match step {
-            Step::Label { pod, role } => Some((pod.clone(), *role)),
-            _ => None,
-        })
-        .collect()
 }
 
 /// Writes the role labels a pass left to its caller (see [`Report::labels`]), one
@@ -203,15 +192,12 @@ pub(crate) async fn database_pods(
 
 /// The relabelling of a Database whose replication the operator does not run: the
 /// named primary alone carries the primary label, on running instances.
-fn primary_label_steps(named: &str, instances: &[Instance]) -> Vec<Step> {
+fn primary_labels(named: &str, instances: &[Instance]) -> Vec<(String, Option<&'static str>)> {
     instances
         .iter()
         .filter_map(|i| {
             let wanted = (i.name == named).then_some(PRIMARY);
-            (i.running && i.label.as_deref() != wanted).then(|| Step::Label {
-                pod: i.name.clone(),
-                role: wanted,
-            })
+            (i.running && i.label.as_deref() != wanted).then(|| (i.name.clone(), wanted))
         })
         .collect()
 }
@@ -430,27 +416,29 @@ mod tests {
     }
 
     #[test]
-    fn a_pass_of_labels_alone_leaves_them_to_go_with_the_status() {
-        let label = |pod: &str, role| Step::Label {
-            pod: pod.to_owned(),
-            role,
+    fn only_the_named_primary_carries_the_primary_label_when_replication_is_not_run() {
+        let instance = |name: &str, label: Option<&str>, running| Instance {
+            name: name.to_owned(),
+            ordinal: ordinal(name).unwrap_or_default(),
+            running,
+            ready: running,
+            unready_since: None,
+            label: label.map(str::to_owned),
+            engine: None,
         };
-        let steps = [label("orders-1", None), label("orders-0", Some(PRIMARY))];
+        let instances = [
+            instance("orders-0", Some(PRIMARY), true),
+            instance("orders-1", None, true),
+            instance("orders-2", Some(PRIMARY), false),
+        ];
         assert_eq!(
-            only_labels(&steps),
-            Some(vec![
-                ("orders-1".to_owned(), None),
-                ("orders-0".to_owned(), Some(PRIMARY))
-            ]),
-            "in the plan's order"
+            primary_labels("orders-1", &instances),
+            [
+                ("orders-0".to_owned(), None),
+                ("orders-1".to_owned(), Some(PRIMARY))
+            ],
+            "an instance being deleted keeps its label"
         );
-        let promotion = Step::Promote {
-            pod: "orders-1".to_owned(),
-        };
-        assert_eq!(
-            only_labels(&[promotion, label("orders-1", Some(PRIMARY))]),
-            None
-        );
-        assert_eq!(only_labels(&[]), Some(Vec::new()));
+        assert_eq!(primary_labels("orders-0", &instances[..2]), []);
     }
 }
