@@ -293,9 +293,15 @@ where
 
     /// The priority of `key`'s requests, by its object in `store` now.
     fn priority_of(&self, key: &ObjectRef<K>, store: &Store<K>) -> Priority {
-        match (&self.high_priority, store.get(key)) {
-            (Some(set_up), Some(object)) if set_up(&object) => Priority::High,
-            _ => Priority::Normal,
+        // A loop without priorities looks nothing up.
+        let set_up = self
+            .high_priority
+            .as_ref()
+            .is_some_and(|set_up| store.get(key).is_some_and(|object| set_up(&object)));
+        if set_up {
+            Priority::High
+        } else {
+            Priority::Normal
         }
     }
 
