@@ -6,8 +6,9 @@
 //! layout that has none. For a paused Database the applier holds: it compares each
 //! object and notes what differs, and writes and deletes nothing. An object the
 //! Database does not control is never deleted, and never written: the preflight stops
-//! the pass before the first write when one is in the way, and a create that races with
-//! someone else's refuses to apply over it.
+//! the pass before the first write when one is in the way, and a create (a new
+//! Database's first pass reads nothing, see `first_pass`, or one that races with someone
+//! else's) refuses to apply over it.
 
 use std::collections::HashSet;
 use std::fmt::Debug;

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use database_api::Database;
 use database_api::conditions::reason;
-use database_api::constants::{FINALIZER, PAUSED_ANNOTATION};
+use database_api::constants::{FINALIZER, PAUSED_ANNOTATION, RETAINED_VERSION_ANNOTATION};
 use http::Method;
 use kube::ResourceExt as _;
 use operator_runtime::Action;
@@ -137,22 +137,46 @@ async fn a_paused_database_writes_nothing_it_owns_and_says_what_resuming_would_c
 }
 
 #[tokio::test]
-async fn a_first_pass_writes_the_statefulset_first_then_the_rest_and_the_finalizer() {
+async fn a_new_databases_first_pass_reads_nothing_and_claims_every_name_before_the_statefulset() {
     let server = ScriptedApiServer::new();
     let (result, ctx) = pass(&server, orders(&postgres(), false)).await;
     assert!(matches!(result, Ok(Action::RequeueAfter(_))), "{result:?}");
+    // (The controller reads DatabaseBackups from its watch's cache; here it lists them.)
+    let owned_reads: Vec<Recorded> = server
+        .requests()
+        .into_iter()
+        .filter(|r| {
+            r.method == Method::GET
+                && !r.path.starts_with(DATABASES)
+                && !r.path.ends_with("/databasebackups")
+        })
+        .collect();
+    assert!(owned_reads.is_empty(), "{owned_reads:?}");
     let writes = owned_writes(&server);
-    assert_eq!(writes[0].method, Method::POST);
-    assert_eq!(
-        writes[0].path, STATEFULSETS,
-        "the StatefulSet goes out first"
+    assert!(
+        writes.iter().all(|w| w.method == Method::POST),
+        "{writes:?}"
     );
-    for expected in [SECRETS, SERVICES] {
-        assert!(
-            writes.iter().any(|w| w.path.starts_with(expected)),
-            "no write to {expected}"
-        );
-    }
+    let set = writes
+        .iter()
+        .position(|w| w.path == STATEFULSETS)
+        .expect("the StatefulSet is created");
+    let credentials = writes
+        .iter()
+        .position(|w| w.body["metadata"]["name"] == "orders-credentials")
+        .expect("the credentials Secret is created");
+    let services = writes.iter().filter(|w| w.path == SERVICES).count();
+    assert_eq!(services, 3, "{writes:?}");
+    assert!(
+        credentials < set
+            && writes
+                .iter()
+                .take(set)
+                .filter(|w| w.path == SERVICES)
+                .count()
+                == services,
+        "every other name is claimed before the StatefulSet: {writes:?}"
+    );
     let finalizer = server
         .writes_to(DATABASES)
         .into_iter()
@@ -163,7 +187,7 @@ async fn a_first_pass_writes_the_statefulset_first_then_the_rest_and_the_finaliz
         "{:?}",
         finalizer.body
     );
-    let owner = &writes[0].body["metadata"]["ownerReferences"][0];
+    let owner = &writes[set].body["metadata"]["ownerReferences"][0];
     assert_eq!(owner["uid"], "a1b2c3");
     assert_eq!(owner["controller"], true);
     let metrics = ctx.metrics.encode();
@@ -173,34 +197,169 @@ async fn a_first_pass_writes_the_statefulset_first_then_the_rest_and_the_finaliz
     );
 }
 
+/// Someone else's object of a name the Database `orders` writes, as JSON.
+fn someone_elses(kind: &str, name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": kind, "metadata": {"name": name, "namespace": "shop"},
+           "data": {"password": "dGhlaXJz"}})
+}
+
 #[tokio::test]
-async fn an_object_in_the_way_stops_the_pass_before_any_write_and_looks_again_later() {
-    let server = ScriptedApiServer::new();
-    server.holds(
-        &format!("{SERVICES}/orders"),
-        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "orders", "namespace": "shop"}}),
-    );
-    let (result, _) = pass(&server, orders(&postgres(), false)).await;
-    let Ok(Action::RequeueAfter(after)) = result else {
-        panic!("a conflict looks again later: {result:?}");
-    };
-    assert!(after >= Duration::from_secs(30), "{after:?}");
-    assert!(owned_writes(&server).is_empty(), "{:?}", server.writes());
-    assert!(
-        !server
+async fn an_object_an_instance_would_read_stops_the_pass_before_the_statefulset() {
+    for (path, kind, name) in [
+        (
+            format!("{SECRETS}/orders-credentials"),
+            "Secret",
+            "orders-credentials",
+        ),
+        (
+            "/api/v1/namespaces/shop/configmaps/orders-topology".to_owned(),
+            "ConfigMap",
+            "orders-topology",
+        ),
+    ] {
+        for seen in [false, true] {
+            let server = ScriptedApiServer::new();
+            server.holds(&path, someone_elses(kind, name));
+            let (result, _) = pass(&server, orders(&postgres(), seen)).await;
+            let Ok(Action::RequeueAfter(after)) = result else {
+                panic!("a conflict looks again later: {result:?}");
+            };
+            assert!(after >= Duration::from_secs(30), "{after:?}");
+            let writes = owned_writes(&server);
+            assert!(
+                !writes.iter().any(|w| w.path.starts_with(STATEFULSETS)
+                    || w.path == path
+                    || w.method != Method::POST),
+                "nothing of someone else's is written, and no StatefulSet: {writes:?}"
+            );
+            if seen {
+                assert!(
+                    writes.is_empty(),
+                    "a pass that reads writes nothing: {writes:?}"
+                );
+            }
+            assert!(
+                !server
+                    .writes_to(DATABASES)
+                    .iter()
+                    .any(|w| !w.path.ends_with("/status")),
+                "no finalizer while no StatefulSet is owned"
+            );
+            let status = written_status(&server);
+            let degraded = condition(&status, "Degraded");
+            assert_eq!(degraded["reason"], reason::OWNERSHIP_CONFLICT);
+            assert!(
+                degraded["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains(&format!("{kind} {name}"))),
+                "{degraded}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_service_in_the_way_is_never_written_and_is_reported() {
+    for seen in [false, true] {
+        let server = ScriptedApiServer::new();
+        let path = format!("{SERVICES}/orders");
+        server.holds(&path, someone_elses("Service", "orders"));
+        let (result, _) = pass(&server, orders(&postgres(), seen)).await;
+        assert!(matches!(result, Ok(Action::RequeueAfter(_))), "{result:?}");
+        let writes = owned_writes(&server);
+        assert!(
+            !writes
+                .iter()
+                .any(|w| w.path == path || w.method != Method::POST),
+            "{writes:?}"
+        );
+        // A first pass that read nothing may have created the StatefulSet before the
+        // Service's name was found taken; then the finalizer looks after its data.
+        let set = writes.iter().any(|w| w.path == STATEFULSETS);
+        let finalizer = server
             .writes_to(DATABASES)
             .iter()
-            .any(|w| !w.path.ends_with("/status")),
-        "no finalizer while nothing is owned"
-    );
-    let status = written_status(&server);
-    let degraded = condition(&status, "Degraded");
-    assert_eq!(degraded["reason"], reason::OWNERSHIP_CONFLICT);
+            .any(|w| !w.path.ends_with("/status"));
+        assert_eq!(set, finalizer, "{writes:?}");
+        assert_eq!(set, !seen, "{writes:?}");
+        let status = written_status(&server);
+        let degraded = condition(&status, "Degraded");
+        assert_eq!(degraded["reason"], reason::OWNERSHIP_CONFLICT);
+        assert!(
+            degraded["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("Service orders")),
+            "{degraded}"
+        );
+    }
+}
+
+/// Credentials kept from an earlier Database `orders` (postgres 17), with their data.
+fn kept_credentials() -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "orders-credentials", "namespace": "shop",
+                     "labels": {
+                         "app.kubernetes.io/managed-by": "database-operator",
+                         "app.kubernetes.io/instance": "orders",
+                         "app.kubernetes.io/name": "postgres"},
+                     "annotations": {RETAINED_VERSION_ANNOTATION: "17"}},
+        "data": {"username": "YXBw", "password": "c2VjcmV0", "database": "YXBw"},
+    })
+}
+
+#[tokio::test]
+async fn credentials_kept_from_an_earlier_database_are_taken_back_before_the_statefulset() {
+    let server = ScriptedApiServer::new();
+    let kept = format!("{SECRETS}/orders-credentials");
+    server.holds(&kept, kept_credentials());
+    let (result, _) = pass(&server, orders(&postgres(), false)).await;
+    assert!(result.is_ok(), "{result:?}");
+    let writes = owned_writes(&server);
+    let taken_back = writes
+        .iter()
+        .position(|w| w.method == Method::PATCH && w.path == kept)
+        .expect("the kept credentials are taken back");
+    let sets: Vec<usize> = writes
+        .iter()
+        .enumerate()
+        .filter(|(_, w)| w.path.starts_with(STATEFULSETS))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(sets.len(), 1, "{writes:?}");
+    assert!(taken_back < sets[0], "{writes:?}");
+    let stored = server.object(&kept).expect("the kept Secret");
+    assert_eq!(stored["data"]["password"], "c2VjcmV0", "never rewritten");
+}
+
+#[tokio::test]
+async fn kept_credentials_are_not_claimed_for_a_database_already_deleted() {
+    let server = ScriptedApiServer::new();
+    let kept = format!("{SECRETS}/orders-credentials");
+    server.holds(&kept, kept_credentials());
+    // The pass is given `orders` as a cache a moment behind has it; the API server
+    // holds a newer Database of that name (another uid).
+    let stale = orders(&postgres(), false);
+    let mut newer = stale.clone();
+    newer.metadata.uid = Some("d4e5f6".into());
+    let ctx = Arc::new(Context::new(
+        server.client(),
+        Settings::default(),
+        Arc::new(Metrics::default()),
+        None,
+    ));
+    server.holds(DATABASES, serde_json::to_value(&newer).expect("JSON"));
+    let result = reconcile(Arc::new(stale), ctx).await;
+    assert_eq!(result.expect("nothing failed"), Action::AwaitChange);
+    let writes: Vec<Recorded> = owned_writes(&server)
+        .into_iter()
+        .filter(|w| w.method != Method::POST || w.path.starts_with(STATEFULSETS))
+        .collect();
+    assert!(writes.is_empty(), "{writes:?}");
+    let stored = server.object(&kept).expect("the kept Secret");
     assert!(
-        degraded["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("Service orders")),
-        "{degraded}"
+        stored["metadata"]["ownerReferences"].is_null(),
+        "still kept for the data: {stored}"
     );
 }
 

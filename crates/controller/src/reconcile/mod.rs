@@ -6,6 +6,7 @@ pub mod conflicts;
 #[cfg(test)]
 mod decisions;
 pub mod finalizer;
+mod first_pass;
 mod notify;
 mod owned;
 mod passes;
@@ -167,6 +168,7 @@ async fn hold_owned(
         apis: &apis,
         observed: &observed,
         shape: &shape,
+        unread: false,
     };
     let applier = Applier::holding(ctx, db);
     // Pausing is how people get the operator out of the way while they fix something
@@ -215,7 +217,9 @@ async fn add_finalizer(
 /// Observes, builds and applies the owned objects, then writes status: a round trip of
 /// reads (the Pods among them), then the writes the pass needs (the StatefulSet, then the
 /// other objects together), then the status with any role labels beside it. A pass that
-/// only finds its Database ready makes two: the reads, then the status and labels.
+/// only finds its Database ready makes two: the reads, then the status and labels. A
+/// new Database's first pass reads nothing (see [`first_pass`]); when it fails, the
+/// pass starts over the reading way.
 async fn apply_owned(
     ctx: &Context,
     databases: &Api<Database>,
@@ -224,10 +228,44 @@ async fn apply_owned(
     now: &Time,
     first_pass: bool,
 ) -> Result<Action, Error> {
+    // No status yet: no pass has seen this Database before.
+    if first_pass && db.status.is_none() {
+        match Box::pin(apply_owned_reading(
+            ctx, databases, db, namespace, now, first_pass, false,
+        ))
+        .await
+        {
+            Ok(action) => return Ok(action),
+            Err(error) => {
+                tracing::debug!(error = %error, "a first pass without reads stopped; reading");
+            }
+        }
+    }
+    Box::pin(apply_owned_reading(
+        ctx, databases, db, namespace, now, first_pass, true,
+    ))
+    .await
+}
+
+/// [`apply_owned`], reading the owned objects first when `read`.
+#[allow(clippy::too_many_arguments)]
+async fn apply_owned_reading(
+    ctx: &Context,
+    databases: &Api<Database>,
+    db: &Database,
+    namespace: &str,
+    now: &Time,
+    first_pass: bool,
+    read: bool,
+) -> Result<Action, Error> {
     let apis = OwnedApis::new(&ctx.client, &ctx.ledger, namespace);
-    // Read even on a Database's first pass: an object of its name may already exist,
-    // and one it does not control is never written (see `conflicts`).
-    let mut observed = Box::pin(apis.observe(db, true)).await?;
+    // An object of a name the Database writes may already exist, and one it does not
+    // control is never written (see `conflicts`).
+    let mut observed = if read {
+        Box::pin(apis.observe(db, true)).await?
+    } else {
+        Observed::default()
+    };
     if let Some(stop) = preflight::check(databases, &apis.secrets, db, &mut observed).await? {
         return stopped(ctx, databases, db, &observed, stop, first_pass, now).await;
     }
@@ -252,6 +290,7 @@ async fn apply_owned(
         apis: &apis,
         observed: &observed,
         shape: &shape,
+        unread: !read,
     };
     let set = Box::pin(pass.write(&Applier::new(ctx, db), &template_storage, first_pass)).await?;
     let (facts, requeue) = Box::pin(pass.engine_steps(namespace, &set, now, facts)).await?;
@@ -312,18 +351,15 @@ async fn stopped(
                 degraded: Some((reason::OWNERSHIP_CONFLICT, message.clone())),
                 ..Facts::default()
             };
-            // Nothing is owned yet on a first pass, so no finalizer: deleting this
-            // Database must not reach for data that is someone else's.
-            if write_status(
-                ctx,
-                databases,
-                db,
-                set.filter(|s| conflicts::is_controlled_by(&s.metadata, db)),
-                &facts,
-                now,
-            )
-            .await?
-            {
+            // The finalizer only once this Database controls its StatefulSet (a first
+            // pass that read nothing may have created it before finding a Service's
+            // name taken): deleting it must not reach for data that is someone else's.
+            let set = set.filter(|s| conflicts::is_controlled_by(&s.metadata, db));
+            let (wrote, ()) = tokio::try_join!(
+                write_status(ctx, databases, db, set, &facts, now),
+                add_finalizer(ctx, databases, db, first_pass && set.is_some()),
+            )?;
+            if wrote {
                 publish(
                     ctx,
                     db,
@@ -336,7 +372,7 @@ async fn stopped(
             // The object in the way is not watched: look again now and then.
             Ok(Action::requeue(CONFLICT_REQUEUE))
         }
-        preflight::Stop::Marked => Ok(Action::await_change()),
+        preflight::Stop::Marked | preflight::Stop::Stale => Ok(Action::await_change()),
     }
 }
 

@@ -229,25 +229,42 @@ pub(super) struct OwnedPass<'a> {
     pub(super) apis: &'a OwnedApis<'a>,
     pub(super) observed: &'a Observed,
     pub(super) shape: &'a Shape<'a>,
+    /// A new Database's first pass, which read nothing (see [`super::first_pass`]).
+    pub(super) unread: bool,
 }
 
 impl OwnedPass<'_> {
-    /// Applies the configuration, the StatefulSet, then every other owned object;
-    /// returns the StatefulSet as the API server has it.
+    /// The StatefulSet this pass wants, its claims of `template_storage`.
+    pub(super) fn desired_statefulset(&self, template_storage: &str) -> StatefulSet {
+        let shape = self.shape;
+        build_statefulset(
+            &keeping_the_primary(&shape.as_run, shape.replicated, &shape.named, shape.span),
+            &self.ctx.settings.build,
+            template_storage,
+            shape.layout,
+        )
+    }
+
+    /// Applies the configuration, the StatefulSet, then every other owned object (a
+    /// pass that read nothing, the other way round); returns the StatefulSet as the API
+    /// server has it.
     pub(super) async fn write(
         &self,
         applier: &Applier<'_>,
         template_storage: &str,
         first_pass: bool,
     ) -> Result<StatefulSet, Error> {
+        if self.unread {
+            return Box::pin(super::first_pass::write_unread(
+                self,
+                applier,
+                template_storage,
+            ))
+            .await;
+        }
         let (ctx, db, apis, observed, shape) =
             (self.ctx, self.db, self.apis, self.observed, self.shape);
-        let desired_set = build_statefulset(
-            &keeping_the_primary(&shape.as_run, shape.replicated, &shape.named, shape.span),
-            &ctx.settings.build,
-            template_storage,
-            shape.layout,
-        );
+        let desired_set = self.desired_statefulset(template_storage);
         // The configuration file is in place before a template that mounts it rolls out.
         apply_config(applier, &apis.configmaps, &shape.as_run, &observed.config).await?;
         // The StatefulSet goes out first, on its own: it is what the StatefulSet
@@ -415,7 +432,46 @@ pub(super) async fn apply_the_rest(
     first_pass: bool,
 ) -> Result<(), Error> {
     let ctx = applier.context();
-    let secrets = apply_secrets(applier, apis, db, observed);
+    let secrets = async {
+        if let Some(credentials) = claim_credentials(applier, apis, db, observed).await? {
+            apply_connection(applier, apis, db, observed, &credentials).await?;
+        }
+        Ok(())
+    };
+    tokio::try_join!(
+        secrets,
+        apply_named(applier, apis, db, observed, layout, named),
+        add_finalizer(ctx, databases, db, first_pass),
+    )?;
+    Ok(())
+}
+
+/// The Services, the scripts and topology ConfigMaps and the budget: every owned object
+/// whose content needs nothing but the spec.
+pub(super) async fn apply_named(
+    applier: &Applier<'_>,
+    apis: &OwnedApis<'_>,
+    db: &Database,
+    observed: &Observed,
+    layout: Layout,
+    named: &str,
+) -> Result<(), Error> {
+    tokio::try_join!(
+        apply_mounted_configmaps(applier, apis, db, observed, layout, named),
+        apply_services_and_budget(applier, apis, db, observed),
+    )?;
+    Ok(())
+}
+
+/// The scripts and topology ConfigMaps, which the instances mount.
+pub(super) async fn apply_mounted_configmaps(
+    applier: &Applier<'_>,
+    apis: &OwnedApis<'_>,
+    db: &Database,
+    observed: &Observed,
+    layout: Layout,
+    named: &str,
+) -> Result<(), Error> {
     let init = async {
         if let Some(desired) = init_scripts(db, layout) {
             applier
@@ -424,6 +480,21 @@ pub(super) async fn apply_the_rest(
         }
         Ok(())
     };
+    let topology = build_topology_configmap(db, named);
+    tokio::try_join!(
+        init,
+        applier.apply(&apis.configmaps, &topology, observed.topology.as_ref()),
+    )?;
+    Ok(())
+}
+
+/// The three Services and the budget: nothing an instance reads.
+pub(super) async fn apply_services_and_budget(
+    applier: &Applier<'_>,
+    apis: &OwnedApis<'_>,
+    db: &Database,
+    observed: &Observed,
+) -> Result<(), Error> {
     let services = async {
         let desired = [
             build_service(db),
@@ -436,7 +507,6 @@ pub(super) async fn apply_the_rest(
             applier.apply_seen(&apis.services, &desired[2], &observed.ro),
         )
     };
-    let topology = build_topology_configmap(db, named);
     let budget = async {
         if let Some(desired) = build_pdb(db) {
             applier
@@ -445,31 +515,25 @@ pub(super) async fn apply_the_rest(
         }
         Ok(())
     };
-    tokio::try_join!(
-        services,
-        secrets,
-        init,
-        applier.apply(&apis.configmaps, &topology, observed.topology.as_ref()),
-        budget,
-        add_finalizer(ctx, databases, db, first_pass),
-    )?;
+    tokio::try_join!(services, budget)?;
     Ok(())
 }
 
-/// The credentials Secret (created once, never rewritten) and the connection Secret
-/// derived from it.
-async fn apply_secrets(
+/// The credentials: from the observed Secret, or from one created now (and the
+/// monitoring user's Secret with them when the Database asks for an exporter). `None`
+/// when a holding pass has none to go on.
+pub(super) async fn claim_credentials(
     applier: &Applier<'_>,
     apis: &OwnedApis<'_>,
     db: &Database,
     observed: &Observed,
-) -> Result<(), Error> {
+) -> Result<Option<Credentials>, Error> {
     let ctx = applier.context();
     applier.keep::<Secret>(&credentials_secret_name(db));
     if applier.is_holding() && observed.credentials.is_none() {
         // Nothing to derive the connection Secret from until credentials exist.
         applier.note_held::<Secret>(&credentials_secret_name(db), false);
-        return Ok(());
+        return Ok(None);
     }
     if monitoring::enabled(db) {
         applier.keep::<Secret>(&monitor_secret_name(db));
@@ -477,9 +541,21 @@ async fn apply_secrets(
             ensure_monitor_secret(ctx, &apis.secrets, db).await?;
         }
     }
-    let credentials =
-        ensure_credentials(ctx, &apis.secrets, db, observed.credentials.clone()).await?;
-    let connection = build_connection_secret(db, &credentials, &ctx.settings.build.cluster_domain);
+    ensure_credentials(ctx, &apis.secrets, db, observed.credentials.clone())
+        .await
+        .map(Some)
+}
+
+/// The connection Secret, derived from `credentials`.
+pub(super) async fn apply_connection(
+    applier: &Applier<'_>,
+    apis: &OwnedApis<'_>,
+    db: &Database,
+    observed: &Observed,
+    credentials: &Credentials,
+) -> Result<(), Error> {
+    let ctx = applier.context();
+    let connection = build_connection_secret(db, credentials, &ctx.settings.build.cluster_domain);
     if applier.unchanged(&connection, &observed.connection)? {
         return Ok(());
     }

@@ -29,6 +29,9 @@ pub enum Stop {
     Conflict(Conflict),
     /// The Database was marked; its watch event brings it back.
     Marked,
+    /// The Database this pass was given is no longer the one of its name (deleted, or
+    /// deleted and made again): its watch event brings the current one.
+    Stale,
 }
 
 /// Runs the checks and the one-time fixes; `Ok(None)` means go ahead.
@@ -49,6 +52,11 @@ pub(crate) async fn check(
         return Ok(Some(Stop::Conflict(conflict)));
     }
     if let Some(kept) = kept {
+        // Credentials kept with their data are claimed only for a Database that exists:
+        // claimed for one just deleted, garbage collection would take them.
+        if !is_current(databases, db).await? {
+            return Ok(Some(Stop::Stale));
+        }
         match reclaim(databases, secrets, db, kept).await? {
             ControlFlow::Continue(credentials) => observed.credentials = Some(credentials),
             ControlFlow::Break(stop) => return Ok(Some(stop)),
@@ -102,6 +110,19 @@ fn first_in_the_way(db: &Database, observed: &Observed, kept: bool) -> Option<Co
             ("Service", observed.ro.read().map(|o| &o.metadata)),
         ],
     )
+}
+
+/// Whether the API server holds `db` (its uid) under its name now.
+async fn is_current(databases: &Api<Database>, db: &Database) -> Result<bool, Error> {
+    let current = databases
+        .get_opt(&db.name_any())
+        .await
+        .map_err(|source| Error::Observe {
+            kind: "Database".into(),
+            name: db.name_any(),
+            source,
+        })?;
+    Ok(current.is_some_and(|c| c.metadata.uid == db.metadata.uid))
 }
 
 /// Takes back the credentials kept from an earlier Database and continues with them,
