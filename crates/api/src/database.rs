@@ -121,9 +121,11 @@ pub struct DatabaseSpec {
     #[serde(default)]
     pub deletion_policy: DeletionPolicy,
 
+    // The larger optional parts are boxed: the controller caches every Database, and
+    // an absent part then takes a pointer's room rather than its own.
     /// Scheduled logical backups, and where they go.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backup: Option<BackupSchedule>,
+    pub backup: Option<Box<BackupSchedule>>,
 
     /// Start a new Database from a dump; it goes Running once the dump is restored.
     /// Immutable.
@@ -132,7 +134,7 @@ pub struct DatabaseSpec {
         {"rule": "self == oldSelf", "message": "restoreFrom is immutable"},
         {"rule": "has(self.backup) != has(self.location)", "message": "name exactly one source: backup or location"},
     ]))]
-    pub restore_from: Option<RestoreSource>,
+    pub restore_from: Option<Box<RestoreSource>>,
 
     /// Compute resources of each instance's database container, in the Kubernetes shape.
     /// When absent: requests of 250m CPU and 512Mi memory and a 1Gi memory limit. With a
@@ -140,7 +142,7 @@ pub struct DatabaseSpec {
     /// and `effective_cache_size`, mysql `innodb_buffer_pool_size`, mongodb's
     /// WiredTiger cache) unless `parameters` sets them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resources: Option<ResourceRequirements>,
+    pub resources: Option<Box<ResourceRequirements>>,
 
     /// The StorageClass of the instances' volumes; the cluster's default when absent.
     /// Immutable.
@@ -158,7 +160,7 @@ pub struct DatabaseSpec {
     /// Node and Pod affinity. When set it replaces the default, which prefers to put
     /// each instance on a different node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub affinity: Option<Affinity>,
+    pub affinity: Option<Box<Affinity>>,
 
     /// How the instances spread across zones, nodes or other topology domains.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -170,7 +172,7 @@ pub struct DatabaseSpec {
 
     /// Labels and annotations added to the instances' Pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pod_metadata: Option<PodMetadata>,
+    pub pod_metadata: Option<Box<PodMetadata>>,
 
     /// Engine settings, written into the engine's configuration file: postgres
     /// `postgresql.conf` names (`work_mem`), mysql option names (`max_connections`),
@@ -320,7 +322,7 @@ pub struct DatabaseStatus {
     pub conditions: Vec<Condition>,
     /// The schedule's last and next backups.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backups: Option<BackupsStatus>,
+    pub backups: Option<Box<BackupsStatus>>,
     /// The revision of the engine settings (`spec.parameters` and those that follow the
     /// memory limit) every instance runs with; it trails a change until each instance
     /// has restarted with it or applied it in place.
@@ -328,7 +330,7 @@ pub struct DatabaseStatus {
     pub parameters_revision: Option<String>,
     /// The last major-version upgrade by dump and restore.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub upgrade: Option<crate::upgrade::UpgradeStatus>,
+    pub upgrade: Option<Box<crate::upgrade::UpgradeStatus>>,
     /// The Secret applications bind to, where the Service Binding specification's
     /// Provisioned Service names it: the connection Secret.
     #[serde(default, skip_serializing_if = "Option::is_none")]

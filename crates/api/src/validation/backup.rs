@@ -29,7 +29,7 @@ pub(super) fn check_backup(spec: &DatabaseSpec, outcome: &mut Outcome) {
 }
 
 pub(super) fn check_restore(spec: &DatabaseSpec, outcome: &mut Outcome) {
-    let Some(source) = &spec.restore_from else {
+    let Some(source) = spec.restore_from.as_deref() else {
         return;
     };
     match source {

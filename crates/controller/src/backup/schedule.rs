@@ -38,7 +38,10 @@ pub struct Plan {
 pub fn plan(db: &Database, backups: &[DatabaseBackup], now: Timestamp) -> Plan {
     let mut plan = Plan {
         last_backup: last_backup(backups),
-        status: db.status.as_ref().and_then(|s| s.backups.clone()),
+        status: db
+            .status
+            .as_ref()
+            .and_then(|s| s.backups.as_deref().cloned()),
         requeue: unfinished(backups),
         ..Plan::default()
     };

@@ -100,10 +100,10 @@ pub fn compute(
         observed_generation: db.metadata.generation,
         conditions,
         backups: match &facts.backups {
-            Some(plan) => plan.status.clone(),
+            Some(plan) => plan.status.clone().map(Box::new),
             None => previous.backups,
         },
-        upgrade: facts.upgrade.clone().or(previous.upgrade),
+        upgrade: facts.upgrade.clone().map(Box::new).or(previous.upgrade),
         parameters_revision: parameters_revision(db, facts, previous.parameters_revision),
         binding: binding(db, statefulset, previous.binding),
     }

@@ -287,7 +287,13 @@ fn container(
         readiness_probe: Some(readiness_probe(engine)),
         liveness_probe: Some(liveness_probe(port.clone())),
         startup_probe: Some(startup_probe(port)),
-        resources: Some(db.spec.resources.clone().unwrap_or_else(default_resources)),
+        resources: Some(
+            db.spec
+                .resources
+                .as_deref()
+                .cloned()
+                .unwrap_or_else(default_resources),
+        ),
         security_context: Some(restricted()),
         ..Container::default()
     }
@@ -349,7 +355,8 @@ fn scheduling(db: &Database) -> PodSpec {
         affinity: Some(
             db.spec
                 .affinity
-                .clone()
+                .as_deref()
+                .cloned()
                 .unwrap_or_else(|| spread_across_nodes(db)),
         ),
         node_selector: db.spec.node_selector.clone(),

@@ -127,7 +127,7 @@ fn served(upgrade: &UpgradeStatus) -> (&String, Option<&String>) {
 fn recorded(db: &Database) -> Option<&UpgradeStatus> {
     db.status
         .as_ref()
-        .and_then(|s| s.upgrade.as_ref())
+        .and_then(|s| s.upgrade.as_deref())
         .filter(|u| match u.phase {
             UpgradePhase::BackingUp | UpgradePhase::Restoring | UpgradePhase::Switching => true,
             UpgradePhase::RolledBack => u.to_version == db.spec.version,

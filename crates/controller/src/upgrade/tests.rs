@@ -32,7 +32,7 @@ fn recorded(db: &mut Database, phase: UpgradePhase) -> UpgradeStatus {
         ..UpgradeStatus::default()
     };
     db.status = Some(DatabaseStatus {
-        upgrade: Some(upgrade.clone()),
+        upgrade: Some(Box::new(upgrade.clone())),
         ..DatabaseStatus::default()
     });
     upgrade
@@ -256,10 +256,10 @@ fn a_mysql_series_step_is_an_in_place_upgrade_after_a_backup() {
     );
     let mut switching = db.clone();
     switching.status = Some(DatabaseStatus {
-        upgrade: Some(UpgradeStatus {
+        upgrade: Some(Box::new(UpgradeStatus {
             phase: UpgradePhase::Switching,
             ..start
-        }),
+        })),
         ..DatabaseStatus::default()
     });
     let plan = plan(&switching, Some(&set("9.7")), "b");

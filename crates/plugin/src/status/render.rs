@@ -120,7 +120,7 @@ fn count(n: i64, unit: &str) -> String {
 
 fn backups(db: &Database, status: &DatabaseStatus, now: Timestamp) -> String {
     let empty = BackupsStatus::default();
-    let backups = status.backups.as_ref().unwrap_or(&empty);
+    let backups = status.backups.as_deref().unwrap_or(&empty);
     let schedule = db.spec.backup.as_ref().map_or_else(
         || "none".to_owned(),
         |b| {
