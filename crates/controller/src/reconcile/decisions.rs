@@ -72,6 +72,27 @@ fn condition<'a>(status: &'a Value, type_: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {type_} condition in {status}"))
 }
 
+/// Whether a pass wrote the Database itself (its finalizer), not only its status.
+fn finalizer_written(server: &ScriptedApiServer) -> bool {
+    server
+        .writes_to(DATABASES)
+        .iter()
+        .any(|w| !w.path.ends_with("/status"))
+}
+
+/// The status says `Degraded` for an ownership conflict over `object` ("Service orders").
+fn conflict_reported(server: &ScriptedApiServer, object: &str) {
+    let status = written_status(server);
+    let degraded = condition(&status, "Degraded");
+    assert_eq!(degraded["reason"], reason::OWNERSHIP_CONFLICT);
+    assert!(
+        degraded["message"]
+            .as_str()
+            .is_some_and(|m| m.contains(object)),
+        "{degraded}"
+    );
+}
+
 fn owned_writes(server: &ScriptedApiServer) -> Vec<Recorded> {
     server
         .writes()
@@ -239,21 +260,10 @@ async fn an_object_an_instance_would_read_stops_the_pass_before_the_statefulset(
                 );
             }
             assert!(
-                !server
-                    .writes_to(DATABASES)
-                    .iter()
-                    .any(|w| !w.path.ends_with("/status")),
+                !finalizer_written(&server),
                 "no finalizer while no StatefulSet is owned"
             );
-            let status = written_status(&server);
-            let degraded = condition(&status, "Degraded");
-            assert_eq!(degraded["reason"], reason::OWNERSHIP_CONFLICT);
-            assert!(
-                degraded["message"]
-                    .as_str()
-                    .is_some_and(|m| m.contains(&format!("{kind} {name}"))),
-                "{degraded}"
-            );
+            conflict_reported(&server, &format!("{kind} {name}"));
         }
     }
 }
@@ -276,21 +286,9 @@ async fn a_service_in_the_way_is_never_written_and_is_reported() {
         // A first pass that read nothing may have created the StatefulSet before the
         // Service's name was found taken; then the finalizer looks after its data.
         let set = writes.iter().any(|w| w.path == STATEFULSETS);
-        let finalizer = server
-            .writes_to(DATABASES)
-            .iter()
-            .any(|w| !w.path.ends_with("/status"));
-        assert_eq!(set, finalizer, "{writes:?}");
+        assert_eq!(set, finalizer_written(&server), "{writes:?}");
         assert_eq!(set, !seen, "{writes:?}");
-        let status = written_status(&server);
-        let degraded = condition(&status, "Degraded");
-        assert_eq!(degraded["reason"], reason::OWNERSHIP_CONFLICT);
-        assert!(
-            degraded["message"]
-                .as_str()
-                .is_some_and(|m| m.contains("Service orders")),
-            "{degraded}"
-        );
+        conflict_reported(&server, "Service orders");
     }
 }
 

@@ -440,25 +440,9 @@ pub(super) async fn apply_the_rest(
     };
     tokio::try_join!(
         secrets,
-        apply_named(applier, apis, db, observed, layout, named),
-        add_finalizer(ctx, databases, db, first_pass),
-    )?;
-    Ok(())
-}
-
-/// The Services, the scripts and topology ConfigMaps and the budget: every owned object
-/// whose content needs nothing but the spec.
-pub(super) async fn apply_named(
-    applier: &Applier<'_>,
-    apis: &OwnedApis<'_>,
-    db: &Database,
-    observed: &Observed,
-    layout: Layout,
-    named: &str,
-) -> Result<(), Error> {
-    tokio::try_join!(
         apply_mounted_configmaps(applier, apis, db, observed, layout, named),
         apply_services_and_budget(applier, apis, db, observed),
+        add_finalizer(ctx, databases, db, first_pass),
     )?;
     Ok(())
 }
