@@ -7,8 +7,9 @@
 //! its data), stop the pass before the StatefulSet, which would start instances on
 //! them. The StatefulSet follows (then the finalizer), with the Services, the connection
 //! Secret and the budget beside it: nothing an instance reads, and a name of theirs
-//! found taken is reported as any conflict is, by the pass that reads. Any error ends the unread pass, and the pass starts over reading
-//! what is there, as every later pass does (see [`super::apply_owned`]).
+//! found taken is reported as any conflict is, by the pass that reads. Any error ends
+//! the unread pass, and the pass starts over reading what is there, as every later
+//! pass does (see [`super::apply_owned`]).
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 

@@ -16,6 +16,7 @@ use serde_json::json;
 use super::Observed;
 use super::conflicts::{self, Conflict};
 use crate::error::Error;
+use crate::objects::get_opt;
 use crate::resources::credentials::Layout;
 use crate::resources::meta::owner_reference;
 use crate::{layout, version};
@@ -114,14 +115,7 @@ fn first_in_the_way(db: &Database, observed: &Observed, kept: bool) -> Option<Co
 
 /// Whether the API server holds `db` (its uid) under its name now.
 async fn is_current(databases: &Api<Database>, db: &Database) -> Result<bool, Error> {
-    let current = databases
-        .get_opt(&db.name_any())
-        .await
-        .map_err(|source| Error::Observe {
-            kind: "Database".into(),
-            name: db.name_any(),
-            source,
-        })?;
+    let current = get_opt(databases, &db.name_any()).await?;
     Ok(current.is_some_and(|c| c.metadata.uid == db.metadata.uid))
 }
 
