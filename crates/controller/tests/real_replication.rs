@@ -13,7 +13,7 @@ use testenv::toolkit::failover::{
     three_with_a_short_bound, write_from,
 };
 use testenv::toolkit::real_tier::{
-    client_answers, cordon, enforce_restricted, exec, run_client, wait_running,
+    client_answers, cordon, enforce_restricted, exec, run_client, wait_for_answer, wait_running,
 };
 
 const WRITE: &str = r#"psql "$URI" -v ON_ERROR_STOP=1 -c "CREATE TABLE IF NOT EXISTS orders (id int PRIMARY KEY, item text); INSERT INTO orders VALUES (1, 'tea')""#;
@@ -160,6 +160,20 @@ async fn three_instances_stream_to_two_replicas_and_scale_never_losing_the_prima
     let (ok, output) = run_client(&env, "orders", "postgres:17", WRITE).await;
     assert!(ok, "{output}");
     read_on_a_replica(&env, "read on a replica").await;
+    // A quarter of the 1 GiB volume: a replica that falls behind while others clone
+    // still finds the log it lacks.
+    wait_for_answer(
+        &env,
+        "orders-0",
+        &[
+            "sh",
+            "-c",
+            r#"psql -U "$POSTGRES_USER" -d postgres -tAc "SHOW wal_keep_size""#,
+        ],
+        &["256MB"],
+        "the primary keeping log for its replicas",
+    )
+    .await;
     for replicas in [5, 2, 1] {
         let db = scale_and_wait_replicated(&env, "orders", replicas).await;
         let status = db.status.expect("status");

@@ -226,6 +226,9 @@ fn wanted_of(db: &Database) -> Wanted {
             u64::try_from(db.spec.replication.failover_after_seconds).unwrap_or(30),
         ),
         switchover_to: db.annotations().get(SWITCHOVER_ANNOTATION).cloned(),
+        log_kept_mb: postgres::log_kept_mb(
+            database_api::storage::parse_gi(&db.spec.storage).unwrap_or(1),
+        ),
     }
 }
 

@@ -207,6 +207,7 @@ fn parse_state(output: &str) -> Option<EngineState> {
         upstream: answer.secondary.then(|| pod_of(&answer.primary)).flatten(),
         streaming: answer.secondary,
         synchronous: answer.majority,
+        log_kept_mb: None,
         history: None,
         replica_set: Some(ReplicaSetView {
             initiated,

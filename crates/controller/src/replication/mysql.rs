@@ -222,6 +222,7 @@ fn parse_state(output: &str) -> Option<EngineState> {
         upstream,
         streaming: *fetching == "ON" && *applying == "ON",
         synchronous: *semi_sync == "1",
+        log_kept_mb: None,
         history: Some(History {
             executed,
             purged: GtidSet::parse(purged)?,

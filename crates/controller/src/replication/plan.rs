@@ -26,6 +26,10 @@ pub struct EngineState {
     pub streaming: bool,
     /// For a primary: whether writes wait for a replica.
     pub synchronous: bool,
+    /// For engines whose replicas stream the primary's log without the primary
+    /// tracking them (postgres): how many megabytes of log the instance keeps for
+    /// replicas that fall behind.
+    pub log_kept_mb: Option<u64>,
     /// For engines whose replicas follow by transaction history (mysql): what the
     /// instance holds and what it no longer keeps in its log.
     pub history: Option<History>,
@@ -81,6 +85,9 @@ pub struct Wanted {
     pub failover_after: std::time::Duration,
     /// An instance named by the switchover annotation.
     pub switchover_to: Option<String>,
+    /// How many megabytes of log the primary keeps for replicas that fall behind,
+    /// where the engine reports it.
+    pub log_kept_mb: u64,
 }
 
 /// One step.
@@ -108,6 +115,8 @@ pub enum Step {
     Reseed { pod: String, primary: String },
     /// Make writes on the primary wait for a replica, or not.
     Synchronous { pod: String, on: bool },
+    /// Make the primary keep `megabytes` of log for replicas that fall behind.
+    KeepLog { pod: String, megabytes: u64 },
     /// A change only a replica set that elects its own primary takes (mongodb).
     ReplicaSet(ReplicaSetStep),
 }
@@ -201,6 +210,16 @@ pub fn plan(named: &str, instances: &[Instance], wanted: &Wanted, now: Timestamp
         steps.push(Step::Synchronous {
             pod: named.to_owned(),
             on: synchronous,
+        });
+    }
+    if wanted.replicas > 1
+        && primary_engine
+            .log_kept_mb
+            .is_some_and(|kept| kept != wanted.log_kept_mb)
+    {
+        steps.push(Step::KeepLog {
+            pod: named.to_owned(),
+            megabytes: wanted.log_kept_mb,
         });
     }
     steps

@@ -25,7 +25,8 @@ const STATE: &str = "SELECT pg_is_in_recovery(), \
      ELSE pg_current_wal_lsn() END, \
      current_setting('primary_conninfo'), \
      EXISTS (SELECT 1 FROM pg_stat_wal_receiver WHERE status = 'streaming'), \
-     current_setting('synchronous_standby_names') <> ''";
+     current_setting('synchronous_standby_names') <> '', \
+     (SELECT setting FROM pg_settings WHERE name = 'wal_keep_size')";
 
 /// The instance's state.
 pub async fn state(pods: &Api<Pod>, pod: &str) -> Result<EngineState, ExecError> {
@@ -71,6 +72,35 @@ pub async fn repoint(
         .map(|_| ())
 }
 
+/// The most log a primary keeps for replicas that fall behind: a replica that has not
+/// fetched a part of the log before the primary recycles it can never catch up.
+const MOST_LOG_KEPT_MB: u64 = 512;
+
+/// How many megabytes of log a primary on a volume of `storage_gi` keeps for its
+/// replicas: [`MOST_LOG_KEPT_MB`], or a quarter of a smaller volume.
+pub fn log_kept_mb(storage_gi: u64) -> u64 {
+    MOST_LOG_KEPT_MB.min(storage_gi.saturating_mul(1024) / 4)
+}
+
+/// Makes the primary keep `megabytes` of log for replicas (reloaded, no restart).
+pub async fn keep_log(pods: &Api<Pod>, pod: &str, megabytes: u64) -> Result<(), ExecError> {
+    let setting = format!("ALTER SYSTEM SET wal_keep_size = '{megabytes}MB'");
+    exec::run(
+        pods,
+        pod,
+        &[
+            "sh",
+            "-c",
+            PSQL_TWO,
+            "sh",
+            &setting,
+            "SELECT pg_reload_conf()",
+        ],
+    )
+    .await
+    .map(|_| ())
+}
+
 /// Makes commits on the primary wait for one replica, or not.
 pub async fn set_synchronous(pods: &Api<Pod>, pod: &str, on: bool) -> Result<(), ExecError> {
     let setting = if on {
@@ -94,8 +124,8 @@ pub async fn set_synchronous(pods: &Api<Pod>, pod: &str, on: bool) -> Result<(),
     .map(|_| ())
 }
 
-/// `t|0/3000148|host=orders-0.orders port=5432 ...|t|f` (in recovery, position, the
-/// configured upstream, streaming, synchronous) into a state.
+/// `t|0/3000148|host=orders-0.orders port=5432 ...|t|f|512` (in recovery, position,
+/// the configured upstream, streaming, synchronous, megabytes of log kept) into a state.
 fn parse_state(output: &str) -> Option<EngineState> {
     let line = output.lines().find(|l| !l.trim().is_empty())?;
     let mut fields = line.split('|');
@@ -104,12 +134,14 @@ fn parse_state(output: &str) -> Option<EngineState> {
     let conninfo = fields.next()?;
     let streaming = fields.next()? == "t";
     let synchronous = fields.next()? == "t";
+    let log_kept_mb = fields.next()?.trim().parse().ok()?;
     Some(EngineState {
         primary: !in_recovery,
         position,
         upstream: in_recovery.then(|| upstream_pod(conninfo)).flatten(),
         streaming,
         synchronous,
+        log_kept_mb: Some(log_kept_mb),
         history: None,
         replica_set: None,
     })
@@ -137,7 +169,7 @@ mod tests {
 
     #[test]
     fn a_primary_reports_its_write_position_and_no_upstream() {
-        let state = parse_state("f|0/3000148||f|f\n").expect("parsed");
+        let state = parse_state("f|0/3000148||f|f|0\n").expect("parsed");
         assert_eq!(
             state,
             EngineState {
@@ -146,6 +178,7 @@ mod tests {
                 upstream: None,
                 streaming: false,
                 synchronous: false,
+                log_kept_mb: Some(0),
                 history: None,
                 replica_set: None,
             }
@@ -155,19 +188,28 @@ mod tests {
     #[test]
     fn a_replica_reports_whom_it_streams_from() {
         let state = parse_state(
-            "t|1/A0|host=orders-2.orders port=5432 user=replicator passfile=/x application_name=orders-1|t|f",
+            "t|1/A0|host=orders-2.orders port=5432 user=replicator passfile=/x application_name=orders-1|t|f|512",
         )
         .expect("parsed");
         assert!(!state.primary);
         assert_eq!(state.position, (1 << 32) | 0xA0);
         assert_eq!(state.upstream.as_deref(), Some("orders-2"));
         assert!(state.streaming);
+        assert_eq!(state.log_kept_mb, Some(512));
+    }
+
+    #[test]
+    fn a_primary_keeps_a_quarter_of_a_small_volume_for_its_replicas() {
+        assert_eq!(log_kept_mb(1), 256);
+        assert_eq!(log_kept_mb(2), 512);
+        assert_eq!(log_kept_mb(100), 512);
     }
 
     #[test]
     fn nonsense_is_no_state() {
         assert_eq!(parse_state(""), None);
         assert_eq!(parse_state("psql: error"), None);
+        assert_eq!(parse_state("f|0/3000148||f|f"), None, "an older answer");
         assert_eq!(parse_lsn("zz/1"), None);
     }
 }

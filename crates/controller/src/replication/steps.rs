@@ -63,6 +63,10 @@ pub async fn execute(
             Step::Reseed { pod, primary } => reseed(db, exec_pods, pod, primary, report).await?,
             Step::ReplicaSet(step) => replica_set_step(ctx, db, exec_pods, step).await?,
             Step::Synchronous { pod, on } => set_synchronous(db, exec_pods, pod, *on).await?,
+            Step::KeepLog { pod, megabytes } => {
+                postgres::keep_log(exec_pods, pod, *megabytes).await?;
+                None
+            }
         };
         if let Some((reason, note)) = event {
             report.events.push((EventType::Normal, reason, note));

@@ -2,6 +2,7 @@
 //! every replica to stream and for a new primary, scaling, losing or killing the
 //! primary, a switchover under writes, and the check that no acknowledged write was lost.
 
+use std::fmt::Write as _;
 use std::future::Future;
 use std::ops::DerefMut;
 use std::time::Duration;
@@ -10,7 +11,7 @@ use database_api::Database;
 use database_api::replication::{Role, SWITCHOVER_ANNOTATION};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams};
+use kube::api::{Api, DeleteParams, ListParams, LogParams};
 use serde_json::{Value, json};
 
 use super::cluster::Cluster;
@@ -72,17 +73,55 @@ pub async fn scale_and_wait_replicated(cluster: &Cluster, name: &str, replicas: 
         })
     };
     // Each added instance copies the primary and starts in turn: allow for two.
-    let what = format!("{replicas} instances, replicated");
-    Wait::new(what, REAL_WAIT * 2)
+    let outcome = Wait::new("", REAL_WAIT * 2)
         .every(Duration::from_millis(200))
-        .until_ok(|| async {
+        .poll(|| async {
             match cluster.databases().get(name).await {
                 Ok(db) if done(&db) => Ok(db),
                 Ok(db) => Err(format!("status {:#?}", db.status)),
                 Err(err) => Err(format!("Database {name} not read: {err}")),
             }
         })
-        .await
+        .await;
+    let outcome = match outcome {
+        Ok(db) => Ok(db),
+        Err(last) => Err(format!(
+            "not within {:?}; last seen: {last}\n{}",
+            REAL_WAIT * 2,
+            server_logs(cluster, name).await
+        )),
+    };
+    let what = format!("{replicas} instances, replicated");
+    outcome.expect(&what)
+}
+
+/// The last lines each of Database `name`'s instances' servers wrote, to show why a
+/// wait on them failed.
+async fn server_logs(cluster: &Cluster, name: &str) -> String {
+    let pods: Api<Pod> = cluster.api();
+    let listed = pods.list(&ListParams::default()).await.map(|l| l.items);
+    let mut logs = String::new();
+    for pod in listed.unwrap_or_default() {
+        let pod = pod.name_any();
+        let instance = pod
+            .strip_prefix(name)
+            .and_then(|rest| rest.strip_prefix('-'))
+            .is_some_and(|ordinal| ordinal.bytes().all(|b| b.is_ascii_digit()));
+        if !instance {
+            continue;
+        }
+        let params = LogParams {
+            container: Some("database".to_owned()),
+            tail_lines: Some(40),
+            ..LogParams::default()
+        };
+        let text = pods
+            .logs(&pod, &params)
+            .await
+            .unwrap_or_else(|err| format!("(not read: {err})"));
+        let _ = writeln!(logs, "--- {pod}, its server's last lines:\n{text}");
+    }
+    logs
 }
 
 /// Creates Database `orders` with `spec` and waits until it runs with every replica

@@ -23,6 +23,7 @@ fn primary(ordinal: i32, position: u64) -> Instance {
             upstream: None,
             streaming: false,
             synchronous: false,
+            log_kept_mb: None,
             history: None,
             replica_set: None,
         }),
@@ -43,6 +44,7 @@ fn replica(ordinal: i32, position: u64, upstream: &str) -> Instance {
             upstream: Some(upstream.into()),
             streaming: true,
             synchronous: false,
+            log_kept_mb: None,
             history: None,
             replica_set: None,
         }),
@@ -55,6 +57,7 @@ fn wanted(replicas: i32) -> Wanted {
         synchronous: false,
         failover_after: Duration::from_secs(30),
         switchover_to: None,
+        log_kept_mb: 256,
     }
 }
 
@@ -436,5 +439,53 @@ fn a_mysql_replica_already_following_is_never_reseeded() {
     assert!(
         !steps.iter().any(|s| matches!(s, Step::Reseed { .. })),
         "{steps:?}"
+    );
+}
+
+fn keeping_log(mut instance: Instance, megabytes: u64) -> Instance {
+    if let Some(engine) = instance.engine.as_mut() {
+        engine.log_kept_mb = Some(megabytes);
+    }
+    instance
+}
+
+#[test]
+fn a_primary_that_keeps_too_little_log_for_its_replicas_is_told_to_keep_more() {
+    let set = [
+        keeping_log(primary(0, 100), 0),
+        keeping_log(replica(1, 100, "orders-0"), 0),
+    ];
+    assert_eq!(
+        plan("orders-0", &set, &wanted(2), at(0)),
+        [Step::KeepLog {
+            pod: "orders-0".into(),
+            megabytes: 256
+        }],
+        "the replica's own setting does not matter"
+    );
+    let kept = [
+        keeping_log(primary(0, 100), 256),
+        keeping_log(replica(1, 100, "orders-0"), 0),
+    ];
+    assert_eq!(plan("orders-0", &kept, &wanted(2), at(0)), []);
+    assert_eq!(
+        plan(
+            "orders-0",
+            &[keeping_log(primary(0, 100), 0)],
+            &wanted(1),
+            at(0)
+        ),
+        [],
+        "one instance has no replica to keep log for"
+    );
+    assert_eq!(
+        plan(
+            "orders-0",
+            &[primary(0, 100), replica(1, 100, "orders-0")],
+            &wanted(2),
+            at(0)
+        ),
+        [],
+        "an engine that does not report it is left as it is"
     );
 }

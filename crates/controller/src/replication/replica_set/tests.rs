@@ -17,6 +17,7 @@ fn member(ordinal: i32, primary: bool, members: &[i32]) -> Instance {
             upstream: (!primary).then(|| "orders-0".into()),
             streaming: !primary,
             synchronous: false,
+            log_kept_mb: None,
             history: None,
             replica_set: Some(ReplicaSetView {
                 initiated: true,
@@ -62,6 +63,7 @@ fn wanted(replicas: i32) -> Wanted {
         synchronous: false,
         failover_after: Duration::from_secs(30),
         switchover_to: None,
+        log_kept_mb: 256,
     }
 }
 
