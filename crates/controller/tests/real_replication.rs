@@ -18,8 +18,10 @@ use testenv::toolkit::real_tier::{
 
 const WRITE: &str = r#"psql "$URI" -v ON_ERROR_STOP=1 -c "CREATE TABLE IF NOT EXISTS orders (id int PRIMARY KEY, item text); INSERT INTO orders VALUES (1, 'tea')""#;
 /// Reads the row through `-ro` (waiting for it to arrive) and says whether the server
-/// answering is a replica.
-const READ_REPLICA: &str = r#"for i in $(seq 30); do item=$(psql "$RO_URI" -tAc "SELECT item FROM orders WHERE id = 1" 2>/dev/null) && [ -n "$item" ] && break; sleep 1; done; echo "$item"; psql "$RO_URI" -tAc "SELECT pg_is_in_recovery()""#;
+/// answering is a replica. Each try gives up on connecting after 3 s: for a few seconds
+/// after `-ro` changes between a virtual IP and an alias of `-rw`, a cached DNS answer
+/// may still name the virtual IP that is gone.
+const READ_REPLICA: &str = r#"export PGCONNECT_TIMEOUT=3; for i in $(seq 30); do item=$(psql "$RO_URI" -tAc "SELECT item FROM orders WHERE id = 1" 2>/dev/null) && [ -n "$item" ] && break; sleep 1; done; echo "$item"; psql "$RO_URI" -tAc "SELECT pg_is_in_recovery()""#;
 
 async fn start() -> Env {
     let env = Env::start(Options::real(&["postgres-17"])).await;
@@ -143,7 +145,8 @@ async fn a_switchover_under_writes_loses_no_acknowledged_write() {
 }
 
 /// Three instances are one primary and two streaming replicas behind `-rw` and `-ro`;
-/// scaled to five and down to one, `orders-0` stays the primary with the row.
+/// scaled to five and down to one, `orders-0` stays the primary with the row, and at
+/// one instance reads through `-ro` reach it.
 #[tokio::test]
 async fn three_instances_stream_to_two_replicas_and_scale_never_losing_the_primary() {
     let env = start().await;
@@ -191,6 +194,16 @@ async fn three_instances_stream_to_two_replicas_and_scale_never_losing_the_prima
             read_on_a_replica(&env, &format!("read on a replica at {replicas} instances")).await;
         }
     }
+    // One instance: `-ro` is an alias of `-rw`, so reads through it reach the primary.
+    client_answers(
+        &env,
+        "orders",
+        "postgres:17",
+        READ_REPLICA,
+        &["tea", "f"],
+        "read through -ro on the primary at one instance",
+    )
+    .await;
 }
 
 /// The row written by [`WRITE`] read through `-ro`, from a server in recovery.

@@ -169,35 +169,30 @@ async fn drift_in_owned_objects_is_corrected() {
     })
     .await;
 
-    // Someone points the replicas' Service at the primary, after passes that found it
-    // as wanted and have since left it unread: the change is seen and undone.
-    let role = format!("spec.selector.{ROLE_LABEL}");
+    // Someone points the read Service (one instance: an alias of -rw) elsewhere, after
+    // passes that found it as wanted and have since left it unread: the change is seen
+    // and undone.
     services
         .patch(
             "drift-ro",
             &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"selector": {(ROLE_LABEL): "primary"}}})),
+            &Patch::Merge(json!({"spec": {"externalName": "elsewhere.example.com"}})),
         )
         .await
         .expect("edited");
-    eventually(
-        WAIT,
-        &format!("{role} of drift-ro back to replica"),
-        || async {
-            services
-                .get_opt("drift-ro")
-                .await
-                .ok()
-                .flatten()
-                .filter(|s| {
-                    s.spec
-                        .as_ref()
-                        .and_then(|spec| spec.selector.as_ref())
-                        .and_then(|selector| selector.get(ROLE_LABEL))
-                        .is_some_and(|value| value == "replica")
-                })
-        },
-    )
+    eventually(WAIT, "drift-ro an alias of drift-rw again", || async {
+        services
+            .get_opt("drift-ro")
+            .await
+            .ok()
+            .flatten()
+            .filter(|s| {
+                s.spec
+                    .as_ref()
+                    .and_then(|spec| spec.external_name.as_deref())
+                    == Some("drift-rw.shop.svc.cluster.local")
+            })
+    })
     .await;
 }
 
@@ -211,6 +206,12 @@ async fn spec_changes_scale_and_update_the_statefulset() {
     .await;
     let sets: Api<StatefulSet> = env.api();
     wait_for(&sets, "grow").await;
+    let alias: Service = wait_for(&env.api(), "grow-ro").await;
+    assert_eq!(
+        alias.spec.and_then(|s| s.type_).as_deref(),
+        Some("ExternalName"),
+        "one instance: -ro is an alias of -rw"
+    );
     let budgets: Api<PodDisruptionBudget> = env.api();
     assert!(
         budgets.get_opt("grow").await.expect("get").is_none(),
@@ -224,6 +225,31 @@ async fn spec_changes_scale_and_update_the_statefulset() {
     )
     .await;
     let set = statefulset_with_replicas(&sets, "grow", 3, WAIT).await;
+    // With replicas to read from, `-ro` is their virtual IP; with one instance, an
+    // alias of `-rw` that takes none.
+    let services: Api<Service> = env.api();
+    let read_service = |want: &'static str| {
+        let services = services.clone();
+        async move {
+            eventually(WAIT, &format!("grow-ro as {want}"), || async {
+                services
+                    .get_opt("grow-ro")
+                    .await
+                    .ok()
+                    .flatten()
+                    .and_then(|s| s.spec)
+                    .filter(|s| s.type_.as_deref() == Some(want))
+            })
+            .await
+        }
+    };
+    let spec = read_service("ClusterIP").await;
+    assert!(
+        spec.cluster_ip.is_some_and(|ip| ip != "None"),
+        "a virtual IP"
+    );
+    assert_eq!(spec.external_name, None);
+    assert_eq!(spec.selector.expect("selector")[ROLE_LABEL], "replica");
     let image = set
         .spec
         .and_then(|s| s.template.spec)
@@ -235,6 +261,13 @@ async fn spec_changes_scale_and_update_the_statefulset() {
     env.patch_database("grow", json!({"spec": {"replicas": 1}}))
         .await;
     gone(&budgets, "grow", WAIT).await;
+    let spec = read_service("ExternalName").await;
+    assert_eq!(
+        spec.external_name.as_deref(),
+        Some("grow-rw.shop.svc.cluster.local")
+    );
+    assert_eq!(spec.cluster_ip, None, "the virtual IP is given back");
+    assert_eq!(spec.selector, None);
 }
 
 #[tokio::test]

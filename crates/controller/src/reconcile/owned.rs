@@ -29,13 +29,13 @@ use crate::resources::configmap::{build_init_configmap, build_topology_configmap
 use crate::resources::credentials::{Credentials, Layout, random_password};
 use crate::resources::engine_config::{self, build_config_configmap};
 use crate::resources::meta::{
-    PRIMARY, REPLICA, config_configmap_name, connection_secret_name, credentials_secret_name,
+    PRIMARY, config_configmap_name, connection_secret_name, credentials_secret_name,
     init_configmap_name, ro_service_name, rw_service_name, topology_configmap_name,
 };
 use crate::resources::monitoring::{self, build_monitor_secret, monitor_secret_name};
 use crate::resources::pdb::build_pdb;
 use crate::resources::secret::{build_connection_secret, build_credentials_secret};
-use crate::resources::service::{build_role_service, build_service};
+use crate::resources::service::{build_read_service, build_role_service, build_service};
 use crate::resources::statefulset::build_statefulset;
 use crate::resources::statefulset::data_directory;
 use crate::upgrade;
@@ -483,7 +483,7 @@ pub(super) async fn apply_services_and_budget(
         let desired = [
             build_service(db),
             build_role_service(db, PRIMARY),
-            build_role_service(db, REPLICA),
+            build_read_service(db, &applier.context().settings.build.cluster_domain),
         ];
         tokio::try_join!(
             applier.apply_seen(&apis.services, &desired[0], &observed.service),

@@ -7,7 +7,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
 
 use super::meta::{
-    PRIMARY, ROLE_LABEL, object_meta, ro_service_name, rw_service_name, selector_labels,
+    PRIMARY, REPLICA, ROLE_LABEL, object_meta, ro_service_name, rw_service_name, selector_labels,
 };
 use crate::engine::profile;
 
@@ -36,7 +36,6 @@ pub fn build_role_service(db: &Database, role: &str) -> Service {
     };
     let mut selector = selector_labels(db);
     selector.insert(ROLE_LABEL.to_owned(), role.to_owned());
-    // The client Service is the one the connection Secret names: `spec.service` shapes it.
     let client = db.spec.service.clone().filter(|_| role == PRIMARY);
     let mut metadata = object_meta(db, name);
     if let Some(client) = &client {
@@ -47,6 +46,30 @@ pub fn build_role_service(db: &Database, role: &str) -> Service {
         spec: Some(ServiceSpec {
             type_: client.map(|c| c.type_.as_str().to_owned()),
             selector: Some(selector),
+            ports: Some(ports(db)),
+            ..ServiceSpec::default()
+        }),
+        ..Service::default()
+    }
+}
+
+/// The `-ro` Service: the replicas behind a virtual IP, or, while the Database has one
+/// instance and so no replica, a DNS alias of `-rw`. Reads through `-ro` then reach the
+/// primary rather than nothing, and no cluster IP is taken: the API server's cost of
+/// allocating one grows with the cluster IPs already taken.
+pub fn build_read_service(db: &Database, cluster_domain: &str) -> Service {
+    if db.spec.replicas > 1 {
+        return build_role_service(db, REPLICA);
+    }
+    let namespace = db.namespace().unwrap_or_default();
+    Service {
+        metadata: object_meta(db, ro_service_name(db)),
+        spec: Some(ServiceSpec {
+            type_: Some("ExternalName".to_owned()),
+            external_name: Some(format!(
+                "{}.{namespace}.svc.{cluster_domain}",
+                rw_service_name(db)
+            )),
             ports: Some(ports(db)),
             ..ServiceSpec::default()
         }),
@@ -69,7 +92,6 @@ fn ports(db: &Database) -> Vec<ServicePort> {
 mod tests {
     use super::*;
     use crate::resources::fixtures::database;
-    use crate::resources::meta::REPLICA;
     use database_api::Engine;
 
     #[test]
@@ -102,6 +124,24 @@ mod tests {
             assert_eq!(selector[ROLE_LABEL], role);
             assert_eq!(selector["app.kubernetes.io/instance"], "orders");
         }
+    }
+
+    #[test]
+    fn one_instance_reads_through_an_alias_of_rw_and_more_through_the_replicas() {
+        let single = build_read_service(&database(Engine::Postgres, "17", 1), "cluster.local");
+        assert_eq!(single.metadata.name.as_deref(), Some("orders-ro"));
+        let spec = single.spec.expect("spec");
+        assert_eq!(spec.type_.as_deref(), Some("ExternalName"));
+        assert_eq!(
+            spec.external_name.as_deref(),
+            Some("orders-rw.shop.svc.cluster.local")
+        );
+        assert_eq!(spec.selector, None, "an alias selects nothing");
+        let three = build_read_service(&database(Engine::Postgres, "17", 3), "cluster.local");
+        assert_eq!(
+            three,
+            build_role_service(&database(Engine::Postgres, "17", 3), REPLICA)
+        );
     }
 
     #[test]
