@@ -27,8 +27,12 @@ pub enum ClientError {
         #[source]
         source: kube::Error,
     },
-    #[error("the client Pod {pod} did not finish within {} seconds", .limit.as_secs())]
-    TimedOut { pod: String, limit: Duration },
+    #[error("the client Pod {pod} did not finish within {} seconds; its output so far: {output}", .limit.as_secs())]
+    TimedOut {
+        pod: String,
+        limit: Duration,
+        output: String,
+    },
 }
 
 /// A client Pod to run.
@@ -69,12 +73,17 @@ impl ClientPod<'_> {
                 Some("Succeeded") => break true,
                 Some("Failed") => break false,
                 _ if started.elapsed() > self.limit => {
+                    let output = pods
+                        .logs(&name, &LogParams::default())
+                        .await
+                        .unwrap_or_else(|err| format!("(not read: {err})"));
                     let _ = pods
                         .delete(&name, &DeleteParams::default().grace_period(0))
                         .await;
                     return Err(ClientError::TimedOut {
                         pod: name,
                         limit: self.limit,
+                        output,
                     });
                 }
                 _ => tokio::time::sleep(Duration::from_millis(250)).await,
