@@ -4,6 +4,7 @@
 
 pub mod app;
 pub mod backup;
+pub mod cache;
 pub mod cli;
 pub mod context;
 pub mod engine;

@@ -24,12 +24,10 @@ use operator_runtime::watch::{
 };
 
 use crate::backup;
+use crate::cache;
 use crate::context::Context;
 use crate::objects::ledger::Ledger;
 use crate::reconcile::{error_policy, reconcile};
-
-/// The annotation `kubectl apply` keeps the whole applied object in.
-const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// Which namespaces to watch.
 #[derive(Clone, Debug, Default)]
@@ -152,21 +150,15 @@ fn triggers(
         watcher::Config::default().any_semantic(),
     )
     .backoff(WatchBackoff::default())
-    // Nothing reads managedFields or kubectl's copy of the last applied object, and they
-    // are the largest part of a cached Database.
-    .modify(|db| {
-        db.managed_fields_mut().clear();
-        db.annotations_mut().remove(LAST_APPLIED);
-    })
+    .modify(cache::slim)
     .reflect(writer);
     let databases = cached(databases, reader.clone())
         // The status the controller writes needs no reconcile in reply: only a spec change
-        // (marking for deletion bumps the generation too), labels, annotations (the pause
-        // switch) or finalizers (one removed by hand is put back) bring a Database back.
-        // The cache above still sees every change.
+        // (marking for deletion bumps the generation too), annotations (the pause switch)
+        // or finalizers (one removed by hand is put back) bring a Database back. The cache
+        // above still sees every change.
         .predicate_filter(
             predicates::generation
-                .combine(predicates::labels)
                 .combine(predicates::annotations)
                 .combine(predicates::finalizers),
             PredicateConfig::default(),
