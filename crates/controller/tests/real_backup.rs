@@ -308,13 +308,12 @@ async fn first_backup_fails(env: &Env) -> DatabaseBackup {
     let (_, reason, message) = condition(&db, "LastBackupSucceeded").expect("the condition");
     assert_eq!(reason, "BackupFailed");
     assert!(message.contains("NoSuchBucket"), "{message}");
-    let events = env.events_of("Database", "orders").await;
-    assert!(
+    env.events_eventually("Database", "orders", "a BackupFailed warning", |events| {
         events
             .iter()
-            .any(|(type_, reason, _)| type_ == "Warning" && reason == "BackupFailed"),
-        "{events:?}"
-    );
+            .any(|(type_, reason, _)| type_ == "Warning" && reason == "BackupFailed")
+    })
+    .await;
     assert!(
         env.metrics.encode().contains(&format!(
             "database_controller_backup_failures_total{{namespace=\"{NAMESPACE}\",database=\"orders\"}} 1"

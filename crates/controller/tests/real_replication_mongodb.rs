@@ -153,14 +153,12 @@ const r = db.adminCommand({ setFeatureCompatibilityVersion: "5.0" }); if (!r.ok)
         (answer.trim() == "6.0").then_some(())
     })
     .await;
-    let events = env.events_of("Database", "orders").await;
-    assert!(
-        events
-            .iter()
-            .any(|(_, reason, note)| reason == "CompatibilityRaised"
-                && note.contains("from 5.0 to 6.0")),
-        "{events:?}"
-    );
+    env.events_eventually("Database", "orders", "CompatibilityRaised", |events| {
+        events.iter().any(|(_, reason, note)| {
+            reason == "CompatibilityRaised" && note.contains("from 5.0 to 6.0")
+        })
+    })
+    .await;
 }
 
 /// Scaling to four members and down to one keeps `orders-0` the primary, and every

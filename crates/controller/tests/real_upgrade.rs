@@ -185,13 +185,17 @@ async fn a_failed_upgrade_rolls_back(env: &Env, rows: u32) {
             Some("/var/lib/postgresql/data/pgdata".to_owned())
         )
     );
-    let events = env.events_of("Database", "orders").await;
-    for reason in ["UpgradeStarted", "UpgradeFailed"] {
-        assert!(
-            events.iter().any(|(_, r, _)| r == reason),
-            "{reason} in {events:?}"
-        );
-    }
+    env.events_eventually(
+        "Database",
+        "orders",
+        "UpgradeStarted and UpgradeFailed",
+        |events| {
+            ["UpgradeStarted", "UpgradeFailed"]
+                .iter()
+                .all(|reason| events.iter().any(|(_, r, _)| r == reason))
+        },
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -238,12 +242,15 @@ async fn postgres_major_upgrades_keep_every_row_and_a_failed_one_rolls_back() {
     .await;
     // 17 to 18: the image's own layout, with the volume mounted one level up.
     upgrade_keeps_every_row(&env, "18", ROWS + 2, "/var/lib/postgresql/18/docker").await;
-    let events = env.events_of("Database", "orders").await;
-    assert_eq!(
-        events.iter().filter(|(_, r, _)| r == "Upgraded").count(),
-        2,
-        "{events:?}"
-    );
+    let upgraded = |events: &[(String, String, String)]| {
+        events.iter().filter(|(_, r, _)| r == "Upgraded").count()
+    };
+    let events = env
+        .events_eventually("Database", "orders", "two Upgraded", |events| {
+            upgraded(events) >= 2
+        })
+        .await;
+    assert_eq!(upgraded(&events), 2, "{events:?}");
 }
 
 /// Deletes `orders` (its data retained) and creates it again from `spec`: it runs on

@@ -118,6 +118,29 @@ impl Cluster {
         .await
     }
 
+    /// The events about object `kind`/`name` once `seen` holds for them (waiting up to
+    /// [`WAIT`]): the controller sends a step's event after the step, so a test that
+    /// saw the change itself may look a moment before the event exists.
+    pub async fn events_eventually(
+        &self,
+        kind: &str,
+        name: &str,
+        what: &str,
+        seen: impl Fn(&[(String, String, String)]) -> bool,
+    ) -> Vec<(String, String, String)> {
+        Wait::new(format!("{what} among the events of {kind} {name}"), WAIT)
+            .every(Duration::from_millis(250))
+            .until_ok(|| async {
+                let events = self.events_of(kind, name).await;
+                if seen(&events) {
+                    Ok(events)
+                } else {
+                    Err(format!("{events:?}"))
+                }
+            })
+            .await
+    }
+
     /// The events about object `kind`/`name` in the test's namespace: (type, reason,
     /// note).
     pub async fn events_of(&self, kind: &str, name: &str) -> Vec<(String, String, String)> {
