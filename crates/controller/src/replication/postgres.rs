@@ -84,21 +84,12 @@ pub fn log_kept_mb(storage_gi: u64) -> u64 {
 
 /// Makes the primary keep `megabytes` of log for replicas (reloaded, no restart).
 pub async fn keep_log(pods: &Api<Pod>, pod: &str, megabytes: u64) -> Result<(), ExecError> {
-    let setting = format!("ALTER SYSTEM SET wal_keep_size = '{megabytes}MB'");
-    exec::run(
+    alter_system(
         pods,
         pod,
-        &[
-            "sh",
-            "-c",
-            PSQL_TWO,
-            "sh",
-            &setting,
-            "SELECT pg_reload_conf()",
-        ],
+        &format!("ALTER SYSTEM SET wal_keep_size = '{megabytes}MB'"),
     )
     .await
-    .map(|_| ())
 }
 
 /// Makes commits on the primary wait for one replica, or not.
@@ -108,20 +99,20 @@ pub async fn set_synchronous(pods: &Api<Pod>, pod: &str, on: bool) -> Result<(),
     } else {
         "ALTER SYSTEM RESET synchronous_standby_names"
     };
-    exec::run(
-        pods,
-        pod,
-        &[
-            "sh",
-            "-c",
-            PSQL_TWO,
-            "sh",
-            setting,
-            "SELECT pg_reload_conf()",
-        ],
-    )
-    .await
-    .map(|_| ())
+    alter_system(pods, pod, setting).await
+}
+
+/// Runs one `ALTER SYSTEM` statement on `pod` and reloads its configuration.
+async fn alter_system(pods: &Api<Pod>, pod: &str, statement: &str) -> Result<(), ExecError> {
+    let command = [
+        "sh",
+        "-c",
+        PSQL_TWO,
+        "sh",
+        statement,
+        "SELECT pg_reload_conf()",
+    ];
+    exec::run(pods, pod, &command).await.map(|_| ())
 }
 
 /// `t|0/3000148|host=orders-0.orders port=5432 ...|t|f|512` (in recovery, position,
