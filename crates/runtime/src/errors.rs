@@ -18,8 +18,36 @@ pub fn api_message(error: &kube::Error) -> String {
             "the API server refused the request with HTTP {}",
             status.code
         ),
-        other => other.to_string(),
+        kube::Error::Service(cause) => format!(
+            "the request to the API server failed on the way: {}",
+            with_causes(cause.as_ref())
+        ),
+        kube::Error::HyperError(cause) => format!(
+            "the connection to the API server failed: {}",
+            with_causes(cause)
+        ),
+        kube::Error::SerdeError(cause) => {
+            format!("the API server's answer could not be read: {cause}")
+        }
+        other => with_causes(other),
     }
+}
+
+/// `error` followed by each of its causes not already in the text: the client's own
+/// message ("client error (SendRequest)") says little without the cause under it
+/// ("connection closed before message completed").
+fn with_causes(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(next) = cause {
+        let message = next.to_string();
+        if !text.contains(&message) {
+            text.push_str(": ");
+            text.push_str(&message);
+        }
+        cause = next.source();
+    }
+    text
 }
 
 /// A failed watch, as a sentence with the API server's message.
@@ -82,6 +110,22 @@ mod tests {
         assert_eq!(text, "StatefulSet.apps \"a\" is invalid (HTTP 422)");
         let bare = api_message(&refused(500, "", ""));
         assert_eq!(bare, "the API server refused the request with HTTP 500");
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("client error (SendRequest)")]
+    struct SendRequest(#[source] std::io::Error);
+
+    #[test]
+    fn a_failure_on_the_way_reads_as_a_sentence_with_its_cause() {
+        let closed = std::io::Error::other("connection closed before message completed");
+        let text = api_message(&kube::Error::Service(Box::new(SendRequest(closed))));
+        assert_eq!(
+            text,
+            "the request to the API server failed on the way: client error (SendRequest): \
+             connection closed before message completed"
+        );
+        assert!(!text.contains("ServiceError"), "{text}");
     }
 
     #[test]
