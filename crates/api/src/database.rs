@@ -184,7 +184,9 @@ pub struct DatabaseSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parameters: Option<BTreeMap<String, String>>,
 
-    /// The client Service (`<name>-rw`): its type and annotations.
+    /// The client Service (`<name>-rw`): its type and annotations. Without it, a
+    /// Database of one instance has `-rw` as a DNS alias of the instance's name, with
+    /// no cluster IP; with it, `-rw` is of its type at any number of instances.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service: Option<ClientService>,
 

@@ -52,11 +52,13 @@ print("confined")'"#;
 
 /// The row read back by a workload that uses nothing but the Secret projected as the
 /// Service Binding specification describes: one file per key under
-/// `$SERVICE_BINDING_ROOT/<binding name>`.
+/// `$SERVICE_BINDING_ROOT/<binding name>`; and through `ro-uri`, which with one
+/// instance is an alias of `-rw`, itself an alias of the instance's name.
 const POSTGRES_READ_THROUGH_BINDING: &str = r#"set -e
 b="$SERVICE_BINDING_ROOT/orders"
 [ "$(cat "$b/type")" = postgresql ] || { echo "binding type: $(cat "$b/type")"; exit 1; }
 [ "$(cat "$b/provider")" = mycompany.io ] || { echo "binding provider: $(cat "$b/provider")"; exit 1; }
+[ "$(psql "$RO_URI" -tAc "SELECT item FROM orders WHERE id = 1")" = tea ] || { echo "no row through ro-uri"; exit 1; }
 PGPASSWORD="$(cat "$b/password")" psql -h "$(cat "$b/host")" -p "$(cat "$b/port")" -U "$(cat "$b/username")" -d "$(cat "$b/database")" -v ON_ERROR_STOP=1 -tAc "SELECT item FROM orders WHERE id = 1""#;
 
 fn postgres() -> Engine {

@@ -212,6 +212,17 @@ async fn spec_changes_scale_and_update_the_statefulset() {
         Some("ExternalName"),
         "one instance: -ro is an alias of -rw"
     );
+    let alias: Service = wait_for(&env.api(), "grow-rw").await;
+    let spec = alias.spec.expect("spec");
+    assert_eq!(
+        (spec.type_.as_deref(), spec.external_name.as_deref()),
+        (
+            Some("ExternalName"),
+            Some("grow-0.grow.shop.svc.cluster.local")
+        ),
+        "one instance: -rw is an alias of the primary's name"
+    );
+    assert_eq!(spec.cluster_ip, None);
     let budgets: Api<PodDisruptionBudget> = env.api();
     assert!(
         budgets.get_opt("grow").await.expect("get").is_none(),
@@ -228,12 +239,12 @@ async fn spec_changes_scale_and_update_the_statefulset() {
     // With replicas to read from, `-ro` is their virtual IP; with one instance, an
     // alias of `-rw` that takes none.
     let services: Api<Service> = env.api();
-    let read_service = |want: &'static str| {
+    let service_as = |name: &'static str, want: &'static str| {
         let services = services.clone();
         async move {
-            eventually(WAIT, &format!("grow-ro as {want}"), || async {
+            eventually(WAIT, &format!("{name} as {want}"), || async {
                 services
-                    .get_opt("grow-ro")
+                    .get_opt(name)
                     .await
                     .ok()
                     .flatten()
@@ -243,13 +254,17 @@ async fn spec_changes_scale_and_update_the_statefulset() {
             .await
         }
     };
-    let spec = read_service("ClusterIP").await;
-    assert!(
-        spec.cluster_ip.is_some_and(|ip| ip != "None"),
-        "a virtual IP"
-    );
-    assert_eq!(spec.external_name, None);
-    assert_eq!(spec.selector.expect("selector")[ROLE_LABEL], "replica");
+    let mut virtual_ips = Vec::new();
+    for (name, role) in [("grow-ro", "replica"), ("grow-rw", "primary")] {
+        let spec = service_as(name, "ClusterIP").await;
+        assert!(
+            spec.cluster_ip.as_ref().is_some_and(|ip| ip != "None"),
+            "{name}: a virtual IP"
+        );
+        assert_eq!(spec.external_name, None);
+        assert_eq!(spec.selector.expect("selector")[ROLE_LABEL], role);
+        virtual_ips.push(spec.cluster_ip);
+    }
     let image = set
         .spec
         .and_then(|s| s.template.spec)
@@ -261,13 +276,24 @@ async fn spec_changes_scale_and_update_the_statefulset() {
     env.patch_database("grow", json!({"spec": {"replicas": 1}}))
         .await;
     gone(&budgets, "grow", WAIT).await;
-    let spec = read_service("ExternalName").await;
+    let spec = service_as("grow-ro", "ExternalName").await;
     assert_eq!(
         spec.external_name.as_deref(),
         Some("grow-rw.shop.svc.cluster.local")
     );
-    assert_eq!(spec.cluster_ip, None, "the virtual IP is given back");
-    assert_eq!(spec.selector, None);
+    assert_eq!(spec.cluster_ip, None, "-ro's virtual IP is given back");
+    assert_eq!(spec.selector.expect("selector")[ROLE_LABEL], "primary");
+    // -rw keeps its virtual IP: a client that resolved it just before would otherwise
+    // be left with an address nothing answers.
+    // The pass that made -ro an alias wrote -rw beside it; a few looks over the next
+    // seconds would see a change that came later.
+    for _ in 0..6 {
+        let rw = services.get("grow-rw").await.expect("grow-rw").spec;
+        let rw = rw.expect("spec");
+        assert_eq!(rw.type_.as_deref(), Some("ClusterIP"));
+        assert_eq!(rw.cluster_ip, virtual_ips[1], "the same virtual IP");
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
 }
 
 #[tokio::test]

@@ -44,7 +44,7 @@ pub(super) async fn write_unread(
     };
     let rest = async {
         tokio::try_join!(
-            apply_services_and_budget(applier, apis, db, observed),
+            apply_services_and_budget(applier, apis, db, observed, &shape.named),
             connection
         )
         .map(|_| ())

@@ -35,7 +35,10 @@ use crate::resources::meta::{
 use crate::resources::monitoring::{self, build_monitor_secret, monitor_secret_name};
 use crate::resources::pdb::build_pdb;
 use crate::resources::secret::{build_connection_secret, build_credentials_secret};
-use crate::resources::service::{build_read_service, build_role_service, build_service};
+use crate::resources::service::{
+    build_read_service, build_role_service, build_service, build_write_service, is_alias,
+    keeping_a_virtual_ip,
+};
 use crate::resources::statefulset::build_statefulset;
 use crate::resources::statefulset::data_directory;
 use crate::upgrade;
@@ -441,7 +444,7 @@ pub(super) async fn apply_the_rest(
     tokio::try_join!(
         secrets,
         apply_mounted_configmaps(applier, apis, db, observed, layout, named),
-        apply_services_and_budget(applier, apis, db, observed),
+        apply_services_and_budget(applier, apis, db, observed, named),
         add_finalizer(ctx, databases, db, first_pass),
     )?;
     Ok(())
@@ -472,18 +475,21 @@ pub(super) async fn apply_mounted_configmaps(
     Ok(())
 }
 
-/// The three Services and the budget: nothing an instance reads.
+/// The three Services and the budget: nothing an instance reads. `named` is the
+/// primary the topology names, which a one-instance `-rw` is an alias of.
 pub(super) async fn apply_services_and_budget(
     applier: &Applier<'_>,
     apis: &OwnedApis<'_>,
     db: &Database,
     observed: &Observed,
+    named: &str,
 ) -> Result<(), Error> {
     let services = async {
+        let cluster_domain = &applier.context().settings.build.cluster_domain;
         let desired = [
             build_service(db),
-            build_role_service(db, PRIMARY),
-            build_read_service(db, &applier.context().settings.build.cluster_domain),
+            desired_write_service(applier, &apis.services, db, named, &observed.rw).await?,
+            build_read_service(db, cluster_domain),
         ];
         tokio::try_join!(
             applier.apply_seen(&apis.services, &desired[0], &observed.service),
@@ -501,6 +507,37 @@ pub(super) async fn apply_services_and_budget(
     };
     tokio::try_join!(services, budget)?;
     Ok(())
+}
+
+/// `-rw` as this pass wants it: see [`keeping_a_virtual_ip`]. Read only when the ledger
+/// vouches for neither an alias nor a virtual IP.
+async fn desired_write_service(
+    applier: &Applier<'_>,
+    api: &Api<Service>,
+    db: &Database,
+    named: &str,
+    seen: &Seen<Service>,
+) -> Result<Service, Error> {
+    let cluster_domain = &applier.context().settings.build.cluster_domain;
+    let desired = build_write_service(db, named, cluster_domain);
+    if !is_alias(&desired) {
+        return Ok(desired);
+    }
+    match seen {
+        Seen::Missing => Ok(desired),
+        Seen::Read(current) => Ok(keeping_a_virtual_ip(db, desired, Some(current))),
+        Seen::Unread { .. } => {
+            if applier.unchanged(&desired, seen)? {
+                return Ok(desired);
+            }
+            let kept = build_role_service(db, PRIMARY);
+            if applier.unchanged(&kept, seen)? {
+                return Ok(kept);
+            }
+            let current = fresh(api, seen).await?;
+            Ok(keeping_a_virtual_ip(db, desired, current.as_ref()))
+        }
+    }
 }
 
 /// The credentials: from the observed Secret, or from one created now (and the
