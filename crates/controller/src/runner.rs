@@ -15,11 +15,11 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{Predicate as _, PredicateConfig, WatchStreamExt as _, predicates, watcher};
+use kube::runtime::{Predicate as _, WatchStreamExt as _, predicates, watcher};
 use kube::{Client, ResourceExt as _};
 use operator_runtime::Controller;
 use operator_runtime::watch::{
-    OwnedKind, WatchBackoff, cached, keys_of, owners_of_changed, owners_of_changed_noted,
+    OwnedKind, WatchBackoff, cached, changed, keys_of, owners_of_changed, owners_of_changed_noted,
     scoped_api,
 };
 
@@ -152,19 +152,18 @@ fn triggers(
     .backoff(WatchBackoff::default())
     .modify(cache::slim)
     .reflect(writer);
-    let databases = cached(databases, reader.clone())
-        // The status the controller writes needs no reconcile in reply: only a spec change
-        // (marking for deletion bumps the generation too), annotations (the pause switch)
-        // or finalizers (one removed by hand is put back) bring a Database back. The cache
-        // above still sees every change.
-        .predicate_filter(
-            predicates::generation
-                .combine(predicates::annotations)
-                .combine(predicates::finalizers),
-            PredicateConfig::default(),
-        )
-        .map(|result| result.map(|db| ObjectRef::from_obj(&db)))
-        .boxed();
+    // The status the controller writes needs no reconcile in reply: only a spec change
+    // (marking for deletion bumps the generation too), annotations (the pause switch)
+    // or finalizers (one removed by hand is put back) bring a Database back. The cache
+    // above still sees every change.
+    let databases = changed(
+        cached(databases, reader.clone()),
+        predicates::generation
+            .combine(predicates::annotations)
+            .combine(predicates::finalizers),
+    )
+    .map(|result| result.map(|db| ObjectRef::from_obj(&db)))
+    .boxed();
     let managed = managed_by();
     let streams = vec![
         databases,
