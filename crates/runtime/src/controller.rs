@@ -271,6 +271,7 @@ where
                 continue;
             };
             let started = Instant::now();
+            tracing::debug!(object = %key, waited_ms = waited.as_millis(), "reconcile started");
             self.metrics.running.started(started);
             let handle = self.tasks.spawn(start(object));
             self.keys.insert(handle.id(), (key, started));
@@ -308,6 +309,7 @@ where
     /// Asks for `key` as a watch reported it.
     fn request(&mut self, key: ObjectRef<K>, store: &Store<K>) {
         let priority = self.priority_of(&key, store);
+        tracing::trace!(object = %key, "requested");
         self.queue.add_with(Arc::new(key), priority);
     }
 
@@ -351,9 +353,9 @@ where
     /// Records the end of task `id`'s work; returns its key.
     fn end_work(&mut self, id: Id) -> Option<Arc<ObjectRef<K>>> {
         let (key, started) = self.keys.remove(&id)?;
-        self.metrics
-            .work_duration
-            .observe(started.elapsed().as_secs_f64());
+        let took = started.elapsed();
+        tracing::debug!(object = %key, took_ms = took.as_millis(), "reconcile finished");
+        self.metrics.work_duration.observe(took.as_secs_f64());
         self.metrics.running.ended(started);
         Some(key)
     }

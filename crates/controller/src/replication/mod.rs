@@ -177,17 +177,26 @@ pub async fn write_labels(
 
 /// The Pods carrying `db`'s labels: its StatefulSet's instances, and also the Pods of
 /// its backup and restore Jobs, which callers tell apart themselves.
+///
+/// Read from the API server's cache, which holds at least every Pod change the watch
+/// that started this pass brought: a fresh read makes the server wait until its cache
+/// catches up with etcd, which took up to 80 ms with the server idle. A change the cache
+/// had not seen yet comes as a watch event, which brings another pass.
 pub(crate) async fn database_pods(
     pods: &Api<Pod>,
     db: &Database,
 ) -> Result<ObjectList<Pod>, Error> {
-    pods.list(&ListParams::default().labels(&selector_string(db)))
-        .await
-        .map_err(|source| Error::Observe {
-            kind: "Pod".into(),
-            name: selector_string(db),
-            source,
-        })
+    pods.list(
+        &ListParams::default()
+            .labels(&selector_string(db))
+            .match_any(),
+    )
+    .await
+    .map_err(|source| Error::Observe {
+        kind: "Pod".into(),
+        name: selector_string(db),
+        source,
+    })
 }
 
 /// The relabelling of a Database whose replication the operator does not run: the
@@ -360,6 +369,33 @@ pub fn not_replicated(db: &Database) -> (bool, &'static str, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn the_pods_are_listed_from_the_api_servers_cache() {
+        let server = testenv::scripted::ScriptedApiServer::new();
+        server.on(
+            http::Method::GET,
+            "/api/v1/namespaces/shop/pods",
+            200,
+            json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": []}),
+        );
+        let mut db = testenv::toolkit::fixtures::database(
+            "orders",
+            &json!({"engine": "postgres", "version": "17", "storage": "1Gi"}),
+        );
+        db.metadata.namespace = Some("shop".into());
+        let pods: Api<Pod> = Api::namespaced(server.client(), "shop");
+        database_pods(&pods, &db).await.expect("the Pods");
+        let requests = server.requests();
+        assert_eq!(requests.len(), 1, "{requests:?}");
+        let query = &requests[0].query;
+        assert!(query.contains("resourceVersion=0"), "{query}");
+        assert!(
+            query.contains("resourceVersionMatch=NotOlderThan"),
+            "{query}"
+        );
+        assert!(query.contains("labelSelector="), "{query}");
+    }
 
     fn pod(ready: &str, deleted: Option<&str>) -> Pod {
         serde_json::from_value(json!({
