@@ -310,6 +310,7 @@ fn observe_pod(pod: &Pod) -> Option<Instance> {
         running: deletion_began.is_none(),
         ready,
         unready_since,
+        stopping_until: pod.metadata.deletion_timestamp.as_ref().map(|at| at.0),
         label: pod.labels().get(ROLE_LABEL).cloned(),
         engine: None,
     })
@@ -446,6 +447,15 @@ mod tests {
             going.unready_since.map(|t| t.to_string()),
             Some("2026-01-01T00:10:00Z".to_owned())
         );
+        // Its server may run until the grace period is over.
+        assert_eq!(
+            going.stopping_until.map(|t| t.to_string()),
+            Some("2026-01-01T00:11:00Z".to_owned())
+        );
+        assert_eq!(
+            observe_pod(&pod("True", None)).and_then(|i| i.stopping_until),
+            None
+        );
         let already_unready =
             observe_pod(&pod("False", Some("2026-01-01T00:11:00Z"))).expect("observed");
         assert_eq!(
@@ -462,6 +472,7 @@ mod tests {
             running,
             ready: running,
             unready_since: None,
+            stopping_until: None,
             label: label.map(str::to_owned),
             engine: None,
         };

@@ -71,6 +71,9 @@ pub struct Instance {
     pub ready: bool,
     /// When the Pod last stopped being ready (or was created, if never ready).
     pub unready_since: Option<Timestamp>,
+    /// For a Pod being deleted: when its grace period runs out. Its server may run
+    /// until then, answering or not.
+    pub stopping_until: Option<Timestamp>,
     /// The role label the Pod carries.
     pub label: Option<String>,
     /// `None` when the engine could not be asked (not running, not answering).
@@ -104,8 +107,9 @@ pub enum Step {
     /// applies everything `from` committed (mysql; postgres refuses writes once its
     /// shutdown begins, and has no such step yet).
     HandOver { from: String, to: String },
-    /// Delete an old primary's Pod, so it starts again as a replica.
-    Fence { pod: String },
+    /// Delete an old primary's Pod, so it starts again as a replica; a failed one
+    /// (`failed`) gets a short grace period, as its server no longer answers.
+    Fence { pod: String, failed: bool },
     /// Promote the named primary.
     Promote { pod: String },
     /// Make a replica stream from the named primary.
@@ -183,7 +187,7 @@ pub fn plan(named: &str, instances: &[Instance], wanted: &Wanted, now: Timestamp
         steps.extend(fence(old));
     }
     let Some(primary_engine) = primary.engine.as_ref().filter(|e| e.primary) else {
-        if others_primary.is_empty() && primary.ready && primary.engine.is_some() {
+        if others_primary.is_empty() && may_promote(primary, instances, now) {
             steps.push(Step::Promote {
                 pod: named.to_owned(),
             });
@@ -223,6 +227,22 @@ pub fn plan(named: &str, instances: &[Instance], wanted: &Wanted, now: Timestamp
         });
     }
     steps
+}
+
+/// Whether the named instance, which answers but not as a primary, may be promoted
+/// (no other instance answers as one; the caller checks that): it is ready, and no
+/// other instance's Pod is being deleted, within its grace period, while its server
+/// does not answer. An old primary shutting down refuses connections from the start
+/// (postgres), and sends its replicas the last of its log only as it ends, so a
+/// promotion before then could leave writes it acknowledged behind. Once the grace
+/// period is over the server is killed, or its node is lost and nothing runs it.
+fn may_promote(named: &Instance, instances: &[Instance], now: Timestamp) -> bool {
+    let may_still_run = |i: &Instance| {
+        i.name != named.name
+            && i.engine.is_none()
+            && i.stopping_until.is_some_and(|until| now < until)
+    };
+    named.ready && named.engine.is_some() && !instances.iter().any(may_still_run)
 }
 
 /// Whether a replica that does not follow the primary yet can start to: always where
@@ -333,20 +353,34 @@ fn fence_after(step: Step, old: &Instance) -> Vec<Step> {
         }),
         _ => None,
     };
+    let failed = matches!(
+        step,
+        Step::NamePrimary {
+            why: Why::Failover,
+            ..
+        }
+    );
     let mut steps: Vec<Step> = hand_over.into_iter().collect();
     steps.push(step);
-    steps.extend(fence(old));
+    steps.extend(fence_as(old, failed));
     steps
 }
 
-/// Taking the role label off an old primary, then deleting its Pod.
+/// Taking the role label off an old primary that still answers as one, then deleting
+/// its Pod.
 fn fence(old: &Instance) -> Vec<Step> {
+    fence_as(old, false)
+}
+
+/// [`fence`], for an old primary that `failed` or not.
+fn fence_as(old: &Instance, failed: bool) -> Vec<Step> {
     let unlabel = old.label.is_some().then(|| Step::Label {
         pod: old.name.clone(),
         role: None,
     });
     let delete = old.running.then(|| Step::Fence {
         pod: old.name.clone(),
+        failed,
     });
     unlabel.into_iter().chain(delete).collect()
 }

@@ -4,17 +4,21 @@ use database_api::conditions::reason;
 use database_api::{Database, Engine};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;
 
 use super::plan::{ReplicaSetStep, Step, Why};
 use super::{Report, mongodb, mysql, postgres};
 use crate::context::Context;
 use crate::error::Error;
-use crate::objects::delete_if_present;
+use crate::objects::delete_with;
 use crate::resources::meta::{ROLE_LABEL, topology_configmap_name};
 use crate::resources::replication_init::{MEMBERS_SPAN_KEY, PRIMARY_KEY};
 use operator_runtime::events::EventType;
+
+/// The grace period of a failed primary's Pod, against the 60 s its StatefulSet gives
+/// a healthy one to shut down.
+const FAILED_PRIMARY_GRACE_SECONDS: u32 = 10;
 
 /// Carries out the steps in order; the first failure ends the pass (the next takes up).
 pub async fn execute(
@@ -38,8 +42,8 @@ pub async fn execute(
                 }
                 None
             }
-            Step::Fence { pod } => {
-                fence(ctx, pods, pod).await?;
+            Step::Fence { pod, failed } => {
+                fence(ctx, pods, pod, *failed).await?;
                 Some((
                     reason::FENCED,
                     format!("{pod} no longer takes writes; it starts again as a replica"),
@@ -284,8 +288,14 @@ pub(super) async fn label(
 
 /// Deletes an old primary's Pod: the StatefulSet starts it again, and its init
 /// container makes it a replica of the named primary.
-async fn fence(ctx: &Context, pods: &Api<Pod>, pod: &str) -> Result<(), Error> {
-    if delete_if_present(pods, pod).await? {
+async fn fence(ctx: &Context, pods: &Api<Pod>, pod: &str, failed: bool) -> Result<(), Error> {
+    // A failed primary's server no longer answers, so its shutdown can save little, and
+    // the new primary waits for it to end (see `plan`).
+    let params = DeleteParams {
+        grace_period_seconds: failed.then_some(FAILED_PRIMARY_GRACE_SECONDS),
+        ..DeleteParams::default()
+    };
+    if delete_with(pods, pod, &params).await? {
         ctx.metrics.wrote("delete");
     }
     Ok(())

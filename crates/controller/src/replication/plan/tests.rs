@@ -16,6 +16,7 @@ fn primary(ordinal: i32, position: u64) -> Instance {
         running: true,
         ready: true,
         unready_since: None,
+        stopping_until: None,
         label: Some("primary".into()),
         engine: Some(EngineState {
             primary: true,
@@ -37,6 +38,7 @@ fn replica(ordinal: i32, position: u64, upstream: &str) -> Instance {
         running: true,
         ready: true,
         unready_since: None,
+        stopping_until: None,
         label: Some("replica".into()),
         engine: Some(EngineState {
             primary: false,
@@ -127,7 +129,8 @@ fn a_primary_unready_past_the_bound_hands_over_to_the_most_advanced_replica() {
                 role: None
             },
             Step::Fence {
-                pod: "orders-0".into()
+                pod: "orders-0".into(),
+                failed: true
             },
         ]
     );
@@ -169,7 +172,7 @@ fn no_ready_replica_means_no_failover() {
 }
 
 #[test]
-fn the_named_primary_is_promoted_only_once_no_other_instance_answers_as_one() {
+fn the_named_primary_is_promoted_only_once_no_old_primary_answers_or_may_still_run() {
     let old = primary(0, 100);
     let named = replica(1, 100, "orders-0");
     let steps = plan("orders-1", &[old.clone(), named.clone()], &wanted(2), at(0));
@@ -181,7 +184,8 @@ fn the_named_primary_is_promoted_only_once_no_other_instance_answers_as_one() {
                 role: None
             },
             Step::Fence {
-                pod: "orders-0".into()
+                pod: "orders-0".into(),
+                failed: false
             },
         ]
     );
@@ -200,14 +204,28 @@ fn the_named_primary_is_promoted_only_once_no_other_instance_answers_as_one() {
         }),
         "{steps:?}"
     );
-    let mut gone = terminating;
-    gone.engine = None;
+    // Shutting down: no answer, but its server may still run for its grace period.
+    let mut stopping = terminating;
+    stopping.engine = None;
+    stopping.stopping_until = Some(at(-50));
+    let promote = [Step::Promote {
+        pod: "orders-1".into(),
+    }];
     assert_eq!(
-        plan("orders-1", &[gone, named], &wanted(2), at(0)),
-        [Step::Promote {
-            pod: "orders-1".into()
-        }]
+        plan(
+            "orders-1",
+            &[stopping.clone(), named.clone()],
+            &wanted(2),
+            at(0)
+        ),
+        []
     );
+    // Past its grace period it was killed, or its node is lost.
+    assert_eq!(
+        plan("orders-1", &[stopping, named.clone()], &wanted(2), at(-51)),
+        promote
+    );
+    assert_eq!(plan("orders-1", &[named], &wanted(2), at(0)), promote);
 }
 
 #[test]
@@ -266,7 +284,8 @@ fn a_switchover_names_a_ready_replica_and_fences_the_old_primary() {
                 role: None
             },
             Step::Fence {
-                pod: "orders-0".into()
+                pod: "orders-0".into(),
+                failed: false
             },
         ]
     );

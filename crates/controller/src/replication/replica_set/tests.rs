@@ -10,6 +10,7 @@ fn member(ordinal: i32, primary: bool, members: &[i32]) -> Instance {
         running: true,
         ready: true,
         unready_since: None,
+        stopping_until: None,
         label: Some(if primary { "primary" } else { "replica" }.into()),
         engine: Some(EngineState {
             primary,
