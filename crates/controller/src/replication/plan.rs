@@ -105,7 +105,8 @@ pub enum Step {
     },
     /// Before a healthy primary hands over: `from` stops taking writes and `to`
     /// applies everything `from` committed (mysql; postgres refuses writes once its
-    /// shutdown begins, and has no such step yet).
+    /// shutdown begins, and its new primary waits for that shutdown to end instead:
+    /// see `may_promote`).
     HandOver { from: String, to: String },
     /// Delete an old primary's Pod, so it starts again as a replica; a failed one
     /// (`failed`) gets a short grace period, as its server no longer answers.
