@@ -206,7 +206,7 @@ fn primary_labels(named: &str, instances: &[Instance]) -> Vec<(String, Option<&'
         .iter()
         .filter_map(|i| {
             let wanted = (i.name == named).then_some(PRIMARY);
-            (i.running && i.label.as_deref() != wanted).then(|| (i.name.clone(), wanted))
+            (i.running() && i.label.as_deref() != wanted).then(|| (i.name.clone(), wanted))
         })
         .collect()
 }
@@ -216,12 +216,12 @@ fn primary_labels(named: &str, instances: &[Instance]) -> Vec<(String, Option<&'
 async fn ask_engines(engine: Engine, exec_pods: &Api<Pod>, instances: &mut [Instance]) {
     let asked: Vec<_> = instances
         .iter()
-        .filter(|i| i.running)
+        .filter(|i| i.running())
         .map(|i| ask_state(engine, exec_pods, &i.name))
         .collect();
     let answers = futures::future::join_all(asked).await;
     let mut answers = answers.into_iter();
-    for instance in instances.iter_mut().filter(|i| i.running) {
+    for instance in instances.iter_mut().filter(|i| i.running()) {
         instance.engine = answers.next().and_then(Result::ok);
     }
 }
@@ -307,7 +307,6 @@ fn observe_pod(pod: &Pod) -> Option<Instance> {
     Some(Instance {
         name,
         ordinal,
-        running: deletion_began.is_none(),
         ready,
         unready_since,
         stopping_until: pod.metadata.deletion_timestamp.as_ref().map(|at| at.0),
@@ -428,7 +427,7 @@ mod tests {
     #[test]
     fn a_ready_pod_is_ready_and_an_unready_one_since_its_condition_changed() {
         let ready = observe_pod(&pod("True", None)).expect("observed");
-        assert!(ready.ready && ready.running);
+        assert!(ready.ready && ready.running());
         assert_eq!(ready.unready_since, None);
         let unready = observe_pod(&pod("False", None)).expect("observed");
         assert!(!unready.ready);
@@ -442,7 +441,7 @@ mod tests {
     fn a_pod_being_deleted_is_unready_from_when_its_deletion_began() {
         // Deleted at 00:10:00 with 60 s of grace: its deletionTimestamp is 00:11:00.
         let going = observe_pod(&pod("True", Some("2026-01-01T00:11:00Z"))).expect("observed");
-        assert!(!going.ready && !going.running);
+        assert!(!going.ready && !going.running());
         assert_eq!(
             going.unready_since.map(|t| t.to_string()),
             Some("2026-01-01T00:10:00Z".to_owned())
@@ -466,13 +465,12 @@ mod tests {
 
     #[test]
     fn only_the_named_primary_carries_the_primary_label_when_replication_is_not_run() {
-        let instance = |name: &str, label: Option<&str>, running| Instance {
+        let instance = |name: &str, label: Option<&str>, running: bool| Instance {
             name: name.to_owned(),
             ordinal: ordinal(name).unwrap_or_default(),
-            running,
             ready: running,
             unready_since: None,
-            stopping_until: None,
+            stopping_until: (!running).then_some(Timestamp::UNIX_EPOCH),
             label: label.map(str::to_owned),
             engine: None,
         };

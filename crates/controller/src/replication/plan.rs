@@ -66,18 +66,23 @@ pub struct History {
 pub struct Instance {
     pub name: String,
     pub ordinal: i32,
-    /// The Pod exists and is not being deleted.
-    pub running: bool,
     pub ready: bool,
     /// When the Pod last stopped being ready (or was created, if never ready).
     pub unready_since: Option<Timestamp>,
     /// For a Pod being deleted: when its grace period runs out. Its server may run
-    /// until then, answering or not.
+    /// until then, answering or not. `None` while the Pod runs.
     pub stopping_until: Option<Timestamp>,
     /// The role label the Pod carries.
     pub label: Option<String>,
     /// `None` when the engine could not be asked (not running, not answering).
     pub engine: Option<EngineState>,
+}
+
+impl Instance {
+    /// The Pod exists and is not being deleted.
+    pub fn running(&self) -> bool {
+        self.stopping_until.is_none()
+    }
 }
 
 /// What the Database asks for.
@@ -185,7 +190,7 @@ pub fn plan(named: &str, instances: &[Instance], wanted: &Wanted, now: Timestamp
     let mut steps = Vec::new();
     // An old primary still answering as one: it must go before anything is promoted.
     for old in &others_primary {
-        steps.extend(fence(old));
+        steps.extend(fence(old, false));
     }
     let Some(primary_engine) = primary.engine.as_ref().filter(|e| e.primary) else {
         if others_primary.is_empty() && may_promote(primary, instances, now) {
@@ -267,7 +272,7 @@ fn can_follow(replica: &EngineState, primary: &EngineState) -> bool {
 pub(super) fn labels(named: &str, instances: &[Instance]) -> Vec<Step> {
     instances
         .iter()
-        .filter(|i| i.running && i.engine.is_some())
+        .filter(|i| i.running() && i.engine.is_some())
         .filter_map(|i| {
             let wanted = match &i.engine {
                 Some(e) if e.primary && i.name == named => Some(crate::resources::meta::PRIMARY),
@@ -363,23 +368,18 @@ fn fence_after(step: Step, old: &Instance) -> Vec<Step> {
     );
     let mut steps: Vec<Step> = hand_over.into_iter().collect();
     steps.push(step);
-    steps.extend(fence_as(old, failed));
+    steps.extend(fence(old, failed));
     steps
 }
 
-/// Taking the role label off an old primary that still answers as one, then deleting
-/// its Pod.
-fn fence(old: &Instance) -> Vec<Step> {
-    fence_as(old, false)
-}
-
-/// [`fence`], for an old primary that `failed` or not.
-fn fence_as(old: &Instance, failed: bool) -> Vec<Step> {
+/// Taking the role label off an old primary, then deleting its Pod (see
+/// [`Step::Fence`] for `failed`).
+fn fence(old: &Instance, failed: bool) -> Vec<Step> {
     let unlabel = old.label.is_some().then(|| Step::Label {
         pod: old.name.clone(),
         role: None,
     });
-    let delete = old.running.then(|| Step::Fence {
+    let delete = old.running().then(|| Step::Fence {
         pod: old.name.clone(),
         failed,
     });

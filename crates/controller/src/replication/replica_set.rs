@@ -72,11 +72,11 @@ fn members(primary: &Instance) -> &[String] {
 fn initiate(named: &str, instances: &[Instance]) -> Vec<Step> {
     let all_answered = instances
         .iter()
-        .filter(|i| i.running)
+        .filter(|i| i.running())
         .all(|i| i.engine.is_some());
     let first = instances
         .iter()
-        .find(|i| i.name == named && i.running && i.engine.is_some());
+        .find(|i| i.name == named && i.running() && i.engine.is_some());
     match first {
         Some(first) if all_answered => vec![Step::ReplicaSet(ReplicaSetStep::Initiate {
             pod: first.name.clone(),
@@ -115,7 +115,7 @@ fn membership(primary: &Instance, instances: &[Instance], wanted: &Wanted) -> Ve
 /// and so may take the primary over.
 fn caught_up_secondary(i: &Instance, members: &[String], replicas: i32) -> bool {
     i.ready
-        && i.running
+        && i.running()
         && i.ordinal < replicas
         && members.contains(&i.name)
         && i.engine.as_ref().is_some_and(|e| !e.primary && e.streaming)
@@ -153,7 +153,7 @@ fn hand_overs(primary: &Instance, instances: &[Instance], wanted: &Wanted) -> Op
 fn hand_over(primary: &Instance, instances: &[Instance], to: String, why: Why) -> Vec<Step> {
     let stay_out = instances
         .iter()
-        .filter(|i| i.name != to && i.name != primary.name && i.running)
+        .filter(|i| i.name != to && i.name != primary.name && i.running())
         .filter(|i| i.engine.as_ref().is_some_and(|e| e.streaming))
         .map(|i| i.name.clone())
         .collect();
@@ -182,7 +182,7 @@ fn member_change(primary: &Instance, instances: &[Instance], wanted: &Wanted) ->
     }
     let is_member = |name: &str| members.iter().any(|m| m == name);
     let joining = instances.iter().find(|i| {
-        i.running && i.ordinal < wanted.replicas && i.engine.is_some() && !is_member(&i.name)
+        i.running() && i.ordinal < wanted.replicas && i.engine.is_some() && !is_member(&i.name)
     })?;
     Some(Step::ReplicaSet(ReplicaSetStep::AddMember {
         primary: primary.name.clone(),
@@ -215,7 +215,7 @@ fn raise_compatibility(primary: &Instance, instances: &[Instance], replicas: i32
         .iter()
         .map(|i| {
             view(i)
-                .filter(|_| i.running && i.ready)
+                .filter(|_| i.running() && i.ready)
                 .and_then(|v| series(&v.version))
         })
         .collect();

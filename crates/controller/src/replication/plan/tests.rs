@@ -13,7 +13,6 @@ fn primary(ordinal: i32, position: u64) -> Instance {
     Instance {
         name: format!("orders-{ordinal}"),
         ordinal,
-        running: true,
         ready: true,
         unready_since: None,
         stopping_until: None,
@@ -35,7 +34,6 @@ fn replica(ordinal: i32, position: u64, upstream: &str) -> Instance {
     Instance {
         name: format!("orders-{ordinal}"),
         ordinal,
-        running: true,
         ready: true,
         unready_since: None,
         stopping_until: None,
@@ -189,8 +187,9 @@ fn the_named_primary_is_promoted_only_once_no_old_primary_answers_or_may_still_r
             },
         ]
     );
+    // Being deleted, its server still answering as a primary.
     let mut terminating = old;
-    terminating.running = false;
+    terminating.stopping_until = Some(at(-50));
     terminating.label = None;
     let steps = plan(
         "orders-1",
@@ -207,7 +206,6 @@ fn the_named_primary_is_promoted_only_once_no_old_primary_answers_or_may_still_r
     // Shutting down: no answer, but its server may still run for its grace period.
     let mut stopping = terminating;
     stopping.engine = None;
-    stopping.stopping_until = Some(at(-50));
     let promote = [Step::Promote {
         pod: "orders-1".into(),
     }];

@@ -7,7 +7,6 @@ fn member(ordinal: i32, primary: bool, members: &[i32]) -> Instance {
     Instance {
         name: format!("orders-{ordinal}"),
         ordinal,
-        running: true,
         ready: true,
         unready_since: None,
         stopping_until: None,
@@ -170,7 +169,7 @@ fn a_switchover_hands_over_to_the_instance_asked_for() {
 #[test]
 fn an_election_is_followed_named_first_and_labelled_on_the_next_pass() {
     let mut gone = member(0, true, &[0, 1, 2]);
-    gone.running = false;
+    gone.stopping_until = Some(jiff::Timestamp::UNIX_EPOCH);
     gone.engine = None;
     let mut set = [gone, member(1, true, &[0, 1, 2]), member(2, false, &[])];
     set[1].label = Some("replica".into());
