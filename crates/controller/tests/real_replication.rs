@@ -163,20 +163,7 @@ async fn three_instances_stream_to_two_replicas_and_scale_never_losing_the_prima
     let (ok, output) = run_client(&env, "orders", "postgres:17", WRITE).await;
     assert!(ok, "{output}");
     read_on_a_replica(&env, "read on a replica").await;
-    // A quarter of the 1 GiB volume: a replica that falls behind while others clone
-    // still finds the log it lacks.
-    wait_for_answer(
-        &env,
-        "orders-0",
-        &[
-            "sh",
-            "-c",
-            r#"psql -U "$POSTGRES_USER" -d postgres -tAc "SHOW wal_keep_size""#,
-        ],
-        &["256MB"],
-        "the primary keeping log for its replicas",
-    )
-    .await;
+    keeps_a_quarter_of_the_volume(&env).await;
     for replicas in [5, 2, 1] {
         let db = scale_and_wait_replicated(&env, "orders", replicas).await;
         let status = db.status.expect("status");
@@ -202,6 +189,92 @@ async fn three_instances_stream_to_two_replicas_and_scale_never_losing_the_prima
         READ_REPLICA,
         &["tea", "f"],
         "read through -ro on the primary at one instance",
+    )
+    .await;
+}
+
+/// Stops (SIGSTOP) the instance's WAL receiver and prints its process id: the replica
+/// fetches nothing while its server still answers. The process title is matched from
+/// its start, so the script's own shell (whose arguments hold the word) is never hit.
+const FREEZE_RECEIVER: &str = r#"for f in /proc/[0-9]*/cmdline; do if tr '\0' ' ' <"$f" 2>/dev/null | grep -q '^postgres: walreceiver'; then p=${f#/proc/}; p=${p%/cmdline}; kill -STOP "$p" && echo "$p"; fi; done"#;
+
+/// Writes rows 11 to 32, each in a WAL segment of its own (22 segments of 16 MiB, more
+/// than the 256 MiB a primary on a 1 GiB volume keeps), then checkpoints, which removes
+/// the segments beyond what it keeps.
+const OUTGROW_THE_KEPT_LOG: &str = r#"for i in $(seq 11 32); do psql -U "$POSTGRES_USER" -d app -v ON_ERROR_STOP=1 -qAt -c "INSERT INTO orders VALUES ($i, 'log')" -c "SELECT pg_switch_wal()" >/dev/null || exit 1; done; psql -U "$POSTGRES_USER" -d postgres -v ON_ERROR_STOP=1 -qc CHECKPOINT && echo checkpointed"#;
+
+#[tokio::test]
+async fn a_replica_that_lost_the_log_it_lacks_is_cloned_anew_and_catches_up() {
+    let env = start().await;
+    env.create_database(
+        "orders",
+        json!({"engine": "postgres", "version": "17", "storage": "1Gi", "replicas": 2}),
+    )
+    .await;
+    wait_running(&env, "orders").await;
+    replicated(&env, "orders").await;
+    let (ok, output) = run_client(&env, "orders", "postgres:17", WRITE).await;
+    assert!(ok, "{output}");
+    keeps_a_quarter_of_the_volume(&env).await;
+
+    // The replica fetches nothing while the primary writes and recycles more log than
+    // it keeps: the replica can never catch up by streaming.
+    let receiver = exec(&env, "orders-1", &["sh", "-c", FREEZE_RECEIVER])
+        .await
+        .expect("the replica's WAL receiver stopped");
+    assert!(!receiver.trim().is_empty(), "no WAL receiver on orders-1");
+    let written = exec(&env, "orders-0", &["sh", "-c", OUTGROW_THE_KEPT_LOG])
+        .await
+        .expect("log written and checkpointed");
+    assert_eq!(written.trim(), "checkpointed");
+    exec(&env, "orders-1", &["kill", "-CONT", receiver.trim()])
+        .await
+        .expect("the WAL receiver resumed");
+
+    env.events_eventually("Database", "orders", "Reseeding for orders-1", |events| {
+        events
+            .iter()
+            .any(|(_, reason, note)| reason == "Reseeding" && note.starts_with("orders-1 "))
+    })
+    .await;
+    // The copy holds every row, and the replica streams again.
+    wait_for_answer(
+        &env,
+        "orders-1",
+        &[
+            "psql",
+            "-U",
+            "postgres",
+            "-d",
+            "app",
+            "-tAc",
+            "SELECT pg_is_in_recovery(), count(*), (SELECT status FROM pg_stat_wal_receiver) FROM orders",
+        ],
+        &["t|23|streaming"],
+        "orders-1 cloned anew, with all 23 rows, streaming",
+    )
+    .await;
+    let db = replicated(&env, "orders").await;
+    assert_eq!(
+        db.status.and_then(|s| s.primary).as_deref(),
+        Some("orders-0")
+    );
+}
+
+/// Waits until the primary `orders-0` keeps a quarter of its 1 GiB volume of log for
+/// replicas that fall behind: one starved of CPU while others clone still finds the log
+/// it lacks.
+async fn keeps_a_quarter_of_the_volume(env: &Env) {
+    wait_for_answer(
+        env,
+        "orders-0",
+        &[
+            "sh",
+            "-c",
+            r#"psql -U "$POSTGRES_USER" -d postgres -tAc "SHOW wal_keep_size""#,
+        ],
+        &["256MB"],
+        "the primary keeping log for its replicas",
     )
     .await;
 }

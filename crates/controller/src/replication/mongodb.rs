@@ -208,6 +208,7 @@ fn parse_state(output: &str) -> Option<EngineState> {
         streaming: answer.secondary,
         synchronous: answer.majority,
         log_kept_mb: None,
+        oldest_log: None,
         history: None,
         replica_set: Some(ReplicaSetView {
             initiated,

@@ -223,6 +223,7 @@ fn parse_state(output: &str) -> Option<EngineState> {
         streaming: *fetching == "ON" && *applying == "ON",
         synchronous: *semi_sync == "1",
         log_kept_mb: None,
+        oldest_log: None,
         history: Some(History {
             executed,
             purged: GtidSet::parse(purged)?,

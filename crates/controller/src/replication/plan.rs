@@ -30,6 +30,9 @@ pub struct EngineState {
     /// tracking them (postgres): how many megabytes of log the instance keeps for
     /// replicas that fall behind.
     pub log_kept_mb: Option<u64>,
+    /// For a primary of such an engine: the oldest position its log still holds. A
+    /// replica behind it that does not stream can never catch up.
+    pub oldest_log: Option<u64>,
     /// For engines whose replicas follow by transaction history (mysql): what the
     /// instance holds and what it no longer keeps in its log.
     pub history: Option<History>,
@@ -121,7 +124,8 @@ pub enum Step {
     /// Make a replica stream from the named primary.
     Repoint { pod: String, primary: String },
     /// Replace an instance's data with a copy of the named primary's: its history has
-    /// transactions the primary lacks, or lacks ones the primary no longer keeps.
+    /// transactions the primary lacks, or it lacks log or transactions the primary no
+    /// longer keeps.
     Reseed { pod: String, primary: String },
     /// Make writes on the primary wait for a replica, or not.
     Synchronous { pod: String, on: bool },
@@ -202,17 +206,18 @@ pub fn plan(named: &str, instances: &[Instance], wanted: &Wanted, now: Timestamp
     };
     steps.extend(labels(named, instances));
     for replica in instances.iter().filter(|i| i.name != named) {
-        if let Some(engine) = &replica.engine
-            && !engine.primary
-            && engine.upstream.as_deref() != Some(named)
-        {
-            let pod = replica.name.clone();
-            let primary = named.to_owned();
+        let Some(engine) = replica.engine.as_ref().filter(|e| !e.primary) else {
+            continue;
+        };
+        let (pod, primary) = (replica.name.clone(), named.to_owned());
+        if engine.upstream.as_deref() != Some(named) {
             steps.push(if can_follow(engine, primary_engine) {
                 Step::Repoint { pod, primary }
             } else {
                 Step::Reseed { pod, primary }
             });
+        } else if lost_its_log(engine, primary_engine) {
+            steps.push(Step::Reseed { pod, primary });
         }
     }
     let synchronous = wanted.synchronous && wanted.replicas > 1;
@@ -249,6 +254,17 @@ fn may_promote(named: &Instance, instances: &[Instance], now: Timestamp) -> bool
             && i.stopping_until.is_some_and(|until| now < until)
     };
     named.ready && named.engine.is_some() && !instances.iter().any(may_still_run)
+}
+
+/// Whether a replica set to follow the primary cannot: it does not stream, and the
+/// primary's log no longer reaches back to its position (postgres, whose primary keeps
+/// only so much log for replicas). Only a copy of the primary brings it back. A
+/// streaming replica is never judged: it fetches as the primary writes.
+fn lost_its_log(replica: &EngineState, primary: &EngineState) -> bool {
+    !replica.streaming
+        && primary
+            .oldest_log
+            .is_some_and(|oldest| replica.position < oldest)
 }
 
 /// Whether a replica that does not follow the primary yet can start to: always where

@@ -19,6 +19,9 @@ const ASK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(8);
 
 /// A replica's position is the WAL it has on disk (received or replayed, whichever is
 /// further): what a synchronous commit waited for, and what promotion replays first.
+/// A primary also names the oldest WAL segment it still has, by its position part
+/// (log and segment number, without the timeline, so that segments of every timeline
+/// compare), with the segment size that turns it into a position.
 const STATE: &str = "SELECT pg_is_in_recovery(), \
      CASE WHEN pg_is_in_recovery() \
      THEN greatest(coalesce(pg_last_wal_receive_lsn(), '0/0'), coalesce(pg_last_wal_replay_lsn(), '0/0')) \
@@ -26,7 +29,10 @@ const STATE: &str = "SELECT pg_is_in_recovery(), \
      current_setting('primary_conninfo'), \
      EXISTS (SELECT 1 FROM pg_stat_wal_receiver WHERE status = 'streaming'), \
      current_setting('synchronous_standby_names') <> '', \
-     (SELECT setting FROM pg_settings WHERE name = 'wal_keep_size')";
+     (SELECT setting FROM pg_settings WHERE name = 'wal_keep_size'), \
+     CASE WHEN pg_is_in_recovery() THEN '' ELSE \
+     (SELECT coalesce(min(substr(name, 9)), '') FROM pg_ls_waldir() WHERE name ~ '^[0-9A-F]{24}$') END, \
+     (SELECT setting FROM pg_settings WHERE name = 'wal_segment_size')";
 
 /// The instance's state.
 pub async fn state(pods: &Api<Pod>, pod: &str) -> Result<EngineState, ExecError> {
@@ -68,6 +74,16 @@ pub async fn repoint(
         r#"conninfo="host={primary}.{service} port=5432 user=replicator passfile=$(dirname "$PGDATA")/replication.pgpass application_name={pod}"; set -- "ALTER SYSTEM SET primary_conninfo = '$conninfo'" "SELECT pg_reload_conf()"; {PSQL_TWO}"#
     );
     exec::run(pods, pod, &["sh", "-c", &script])
+        .await
+        .map(|_| ())
+}
+
+/// Marks a replica's data for replacement: when its Pod starts again, its init container
+/// clones the primary rather than keeping the data (see the replication script, which
+/// reads the same file beside the data directory).
+pub async fn mark_for_reseed(pods: &Api<Pod>, pod: &str) -> Result<(), ExecError> {
+    let script = r#"touch "$(dirname "$PGDATA")/reseed""#;
+    exec::run(pods, pod, &["sh", "-c", script])
         .await
         .map(|_| ())
 }
@@ -126,6 +142,13 @@ fn parse_state(output: &str) -> Option<EngineState> {
     let streaming = fields.next()? == "t";
     let synchronous = fields.next()? == "t";
     let log_kept_mb = fields.next()?.trim().parse().ok()?;
+    let oldest_segment = fields.next()?.trim();
+    let segment_bytes = fields.next()?.trim().parse().ok()?;
+    let oldest_log = if oldest_segment.is_empty() {
+        None
+    } else {
+        Some(segment_start(oldest_segment, segment_bytes)?)
+    };
     Some(EngineState {
         primary: !in_recovery,
         position,
@@ -133,6 +156,7 @@ fn parse_state(output: &str) -> Option<EngineState> {
         streaming,
         synchronous,
         log_kept_mb: Some(log_kept_mb),
+        oldest_log,
         history: None,
         replica_set: None,
     })
@@ -142,6 +166,18 @@ fn parse_state(output: &str) -> Option<EngineState> {
 fn parse_lsn(text: &str) -> Option<u64> {
     let (high, low) = text.trim().split_once('/')?;
     Some((u64::from_str_radix(high, 16).ok()? << 32) | u64::from_str_radix(low, 16).ok()?)
+}
+
+/// Where the WAL segment whose name ends in `position_part` (16 hexadecimal digits: the
+/// log, then the segment's number in it) starts.
+fn segment_start(position_part: &str, segment_bytes: u64) -> Option<u64> {
+    if position_part.len() != 16 || !position_part.is_char_boundary(8) {
+        return None;
+    }
+    let (log, segment) = position_part.split_at(8);
+    let log = u64::from_str_radix(log, 16).ok()?;
+    let segment = u64::from_str_radix(segment, 16).ok()?;
+    Some((log << 32) + segment.checked_mul(segment_bytes)?)
 }
 
 /// The Pod a replica streams from: the first label of `host=<pod>.<service>`.
@@ -160,7 +196,9 @@ mod tests {
 
     #[test]
     fn a_primary_reports_its_write_position_and_no_upstream() {
-        let state = parse_state("f|0/3000148||f|f|0\n").expect("parsed");
+        let state = parse_state("f|0/3000148||f|f|0|000000000000002|16777216\n");
+        assert_eq!(state, None, "a segment name of the wrong length");
+        let state = parse_state("f|0/3000148||f|f|0|0000000000000002|16777216\n").expect("parsed");
         assert_eq!(
             state,
             EngineState {
@@ -170,6 +208,7 @@ mod tests {
                 streaming: false,
                 synchronous: false,
                 log_kept_mb: Some(0),
+                oldest_log: Some(0x200_0000),
                 history: None,
                 replica_set: None,
             }
@@ -179,7 +218,7 @@ mod tests {
     #[test]
     fn a_replica_reports_whom_it_streams_from() {
         let state = parse_state(
-            "t|1/A0|host=orders-2.orders port=5432 user=replicator passfile=/x application_name=orders-1|t|f|512",
+            "t|1/A0|host=orders-2.orders port=5432 user=replicator passfile=/x application_name=orders-1|t|f|512||16777216",
         )
         .expect("parsed");
         assert!(!state.primary);
@@ -187,6 +226,28 @@ mod tests {
         assert_eq!(state.upstream.as_deref(), Some("orders-2"));
         assert!(state.streaming);
         assert_eq!(state.log_kept_mb, Some(512));
+        assert_eq!(
+            state.oldest_log, None,
+            "only a primary names its oldest log"
+        );
+    }
+
+    #[test]
+    fn a_segment_name_gives_where_the_segment_starts() {
+        assert_eq!(
+            segment_start("0000000100000003", 16 << 20),
+            Some((1 << 32) | 0x300_0000)
+        );
+        assert_eq!(
+            segment_start("00000000000000FF", 16 << 20),
+            Some(0xFF_u64 << 24)
+        );
+        assert_eq!(
+            segment_start("0000000000000002", 64 << 20),
+            Some(0x800_0000)
+        );
+        assert_eq!(segment_start("00000000000000", 16 << 20), None);
+        assert_eq!(segment_start("000000000000000G", 16 << 20), None);
     }
 
     #[test]
@@ -200,7 +261,7 @@ mod tests {
     fn nonsense_is_no_state() {
         assert_eq!(parse_state(""), None);
         assert_eq!(parse_state("psql: error"), None);
-        assert_eq!(parse_state("f|0/3000148||f|f"), None, "an older answer");
+        assert_eq!(parse_state("f|0/3000148||f|f|512"), None, "an older answer");
         assert_eq!(parse_lsn("zz/1"), None);
     }
 }

@@ -64,7 +64,10 @@ pub async fn execute(
                 }
                 None
             }
-            Step::Reseed { pod, primary } => reseed(db, exec_pods, pod, primary, report).await?,
+            Step::Reseed { pod, primary } => match db.spec.engine {
+                Engine::Mysql => reseed(db, exec_pods, pod, primary, report).await?,
+                _ => Some(clone_anew(ctx, pods, exec_pods, pod, primary).await?),
+            },
             Step::ReplicaSet(step) => replica_set_step(ctx, db, exec_pods, step).await?,
             Step::Synchronous { pod, on } => set_synchronous(db, exec_pods, pod, *on).await?,
             Step::KeepLog { pod, megabytes } => {
@@ -110,6 +113,28 @@ async fn reseed(
             mysql::Reseed::UnderWay => None,
         },
     )
+}
+
+/// Has the postgres replica `pod` cloned anew from `primary`: its data is marked, and
+/// its Pod deleted so that its init container clones the primary as it starts again.
+/// Returns its event.
+async fn clone_anew(
+    ctx: &Context,
+    pods: &Api<Pod>,
+    exec_pods: &Api<Pod>,
+    pod: &str,
+    primary: &str,
+) -> Result<(&'static str, String), Error> {
+    postgres::mark_for_reseed(exec_pods, pod).await?;
+    if delete_with(pods, pod, &DeleteParams::default()).await? {
+        ctx.metrics.wrote("delete");
+    }
+    Ok((
+        reason::RESEEDING,
+        format!(
+            "{pod} lacks log {primary} no longer keeps, so it can never catch up; it starts again as a fresh copy of {primary}"
+        ),
+    ))
 }
 
 /// Turns the primary `pod`'s synchronous mode on or off; returns its event.

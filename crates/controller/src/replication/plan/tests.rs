@@ -24,6 +24,7 @@ fn primary(ordinal: i32, position: u64) -> Instance {
             streaming: false,
             synchronous: false,
             log_kept_mb: None,
+            oldest_log: None,
             history: None,
             replica_set: None,
         }),
@@ -45,6 +46,7 @@ fn replica(ordinal: i32, position: u64, upstream: &str) -> Instance {
             streaming: true,
             synchronous: false,
             log_kept_mb: None,
+            oldest_log: None,
             history: None,
             replica_set: None,
         }),
@@ -457,6 +459,59 @@ fn a_mysql_replica_already_following_is_never_reseeded() {
         !steps.iter().any(|s| matches!(s, Step::Reseed { .. })),
         "{steps:?}"
     );
+}
+
+/// A postgres primary at `0x900_0000` whose oldest WAL starts at `oldest`, and its
+/// replica at `position`, streaming or not.
+fn postgres_log_set(oldest: u64, position: u64, streaming: bool) -> [Instance; 2] {
+    let mut primary = primary(0, 0x900_0000);
+    if let Some(engine) = primary.engine.as_mut() {
+        engine.oldest_log = Some(oldest);
+    }
+    let mut replica = replica(1, position, "orders-0");
+    if let Some(engine) = replica.engine.as_mut() {
+        engine.streaming = streaming;
+    }
+    [primary, replica]
+}
+
+#[test]
+fn a_postgres_replica_behind_the_primarys_oldest_log_is_cloned_anew() {
+    let steps = plan(
+        "orders-0",
+        &postgres_log_set(0x500_0000, 0x4ff_ffff, false),
+        &wanted(2),
+        at(0),
+    );
+    assert!(
+        steps.contains(&Step::Reseed {
+            pod: "orders-1".into(),
+            primary: "orders-0".into()
+        }),
+        "{steps:?}"
+    );
+}
+
+#[test]
+fn a_postgres_replica_the_primarys_log_still_reaches_or_that_streams_is_kept() {
+    for (position, streaming) in [
+        // Not streaming for a moment, but the log it needs is still there.
+        (0x500_0000, false),
+        (0x800_0000, false),
+        // Streaming: it fetches as the primary writes, whatever the two answers say.
+        (0x100_0000, true),
+    ] {
+        let steps = plan(
+            "orders-0",
+            &postgres_log_set(0x500_0000, position, streaming),
+            &wanted(2),
+            at(0),
+        );
+        assert!(
+            !steps.iter().any(|s| matches!(s, Step::Reseed { .. })),
+            "{position:x} {streaming}: {steps:?}"
+        );
+    }
 }
 
 fn keeping_log(mut instance: Instance, megabytes: u64) -> Instance {

@@ -18,6 +18,7 @@ fn member(ordinal: i32, primary: bool, members: &[i32]) -> Instance {
             streaming: !primary,
             synchronous: false,
             log_kept_mb: None,
+            oldest_log: None,
             history: None,
             replica_set: Some(ReplicaSetView {
                 initiated: true,

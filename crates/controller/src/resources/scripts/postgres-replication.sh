@@ -3,7 +3,8 @@
 # topology ConfigMap names the primary; every other instance starts as its standby:
 # an empty volume is cloned from the primary, and data that followed another primary
 # (or was one) is rewound onto the current primary's history first. So an old primary
-# that comes back never takes writes: it starts as a standby.
+# that comes back never takes writes: it starts as a standby. Data the controller marked
+# (it lacks log the primary no longer keeps) is cloned anew.
 set -Eeuo pipefail
 log() { printf '%s [replication] %s\n' "$(date -u '+%F %T UTC')" "$*" >&2; }
 
@@ -11,6 +12,7 @@ log() { printf '%s [replication] %s\n' "$(date -u '+%F %T UTC')" "$*" >&2; }
 # (`18/`), absent until the server's first start makes it.
 mkdir -p "$(dirname "$PGDATA")"
 passfile="$(dirname "$PGDATA")/replication.pgpass"
+reseed="$(dirname "$PGDATA")/reseed"
 printf '*:*:*:replicator:%s\n' "$DATABASE_REPLICATION_PASSWORD" >"$passfile"
 chmod 0600 "$passfile"
 
@@ -19,6 +21,8 @@ chmod 0600 "$passfile"
 while :; do
 	primary="$(cat /etc/database/topology/primary)"
 	if [ "$primary" = "$POD_NAME" ]; then
+		# A primary's data is the Database's: it is never cloned over.
+		rm -f "$reseed"
 		if [ -e "$PGDATA/standby.signal" ]; then
 			log "this instance is the primary; it leaves recovery when it starts"
 			rm -f "$PGDATA/standby.signal"
@@ -41,7 +45,11 @@ clone() {
 	chmod 0700 "$PGDATA"
 }
 
-if [ ! -s "$PGDATA/PG_VERSION" ]; then
+if [ -e "$reseed" ]; then
+	log "this instance lacks log the primary no longer keeps; cloning it anew"
+	clone
+	rm -f "$reseed"
+elif [ ! -s "$PGDATA/PG_VERSION" ]; then
 	clone
 elif ! PGPASSWORD="$POSTGRES_PASSWORD" pg_rewind -D "$PGDATA" \
 	--source-server="host=$host port=5432 user=$POSTGRES_USER dbname=postgres" 2>&1; then
