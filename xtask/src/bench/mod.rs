@@ -7,6 +7,7 @@
 //! cold start, latency and throughput, direct and through the API server; failover of a
 //! replicated postgres Database on the real tier. Ends with the targets, met or missed.
 
+mod apiserver_profile;
 mod backup;
 mod cluster;
 mod comparison;
@@ -29,7 +30,7 @@ use testenv::Options;
 
 use self::cluster::{Bench, wait_until};
 use self::latency::{Latency, Watches, measure};
-use self::scale::{Scale, measure_scale};
+use self::scale::{Scale, ScaleOptions, measure_scale};
 use self::stats::round;
 use self::targets::Target;
 use self::webhook::{Requests, WebhookFigures};
@@ -65,6 +66,12 @@ pub struct BenchArgs {
     /// writes every request to the log, which slows it.
     #[arg(long)]
     pub audit_reads: bool,
+    /// In the scale part, profile the API server's CPU for this many seconds while the
+    /// Databases converge (from 5 s after the first creates; keep it shorter than the
+    /// converge) and split it by request kind, with each kind's CPU per request. Needs
+    /// `go`; the profile stays in `target/bench/apiserver-<count>.pprof`.
+    #[arg(long)]
+    pub apiserver_profile: Option<u64>,
     /// Measure the `controller` and `webhook` binaries in this directory instead of
     /// building the workspace's: two builds compared on one machine, one run each.
     #[arg(long)]
@@ -107,6 +114,7 @@ impl BenchArgs {
             backup_mib: 16,
             only: vec![Part::Latency, Part::Scale, Part::Webhook],
             audit_reads: false,
+            apiserver_profile: None,
             binaries: None,
             comparison: false,
         }
@@ -189,7 +197,6 @@ async fn measure_parts(
     } else {
         (args.burst, args.scale.clone(), args.idle_seconds)
     };
-    let audit_reads = args.audit_reads;
     let (latency, verbs) = if args.runs(Part::Latency) {
         let (latency, verbs) = latency_run(bin_dir, burst).await?;
         (Some(latency), Some(verbs))
@@ -200,8 +207,12 @@ async fn measure_parts(
     if args.runs(Part::Scale) {
         for count in scales {
             println!("bench: scale {count}");
-            let idle = Duration::from_secs(idle);
-            scale_results.push(measure_scale(bin_dir, count, idle, audit_reads).await?);
+            let options = ScaleOptions {
+                idle_window: Duration::from_secs(idle),
+                audit_reads: args.audit_reads,
+                profile_seconds: args.apiserver_profile,
+            };
+            scale_results.push(measure_scale(bin_dir, count, &options).await?);
         }
     }
     let webhook = if args.runs(Part::Webhook) {
@@ -508,6 +519,11 @@ fn print_scales(scales: &[Scale]) {
             parts.join(", ")
         );
     }
+    for s in scales {
+        if let Some(breakdown) = &s.apiserver {
+            breakdown.print(s.databases);
+        }
+    }
 }
 
 fn print_webhook(webhook: &WebhookFigures) {
@@ -611,6 +627,7 @@ fn scales_json(scales: &[Scale]) -> Value {
         "idle_window_seconds": s.idle_window_seconds, "steady_writes_per_minute": round(s.steady_writes_per_minute),
         "writes_per_database": round(s.writes_per_database), "server_cpu_seconds_per_thousand": round(s.server_cpu_per_thousand),
         "writes_by_request": s.writes_by_request.iter().map(|(r, per)| json!({"request": r, "per_database": round(*per)})).collect::<Vec<_>>(),
+        "apiserver_cpu_by_kind": s.apiserver.as_ref().map(apiserver_profile::Breakdown::to_json),
     })).collect()
 }
 

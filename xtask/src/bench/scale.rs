@@ -5,7 +5,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use testenv::Options;
+use testenv::process::Process;
 
+use super::apiserver_profile::{self, Breakdown};
 use super::cluster::{Bench, fake_readiness, wait_until};
 use super::latency::{Watches, measure};
 use super::procstat::{cpu_seconds, rss_mib};
@@ -29,41 +31,53 @@ pub struct Scale {
     /// Databases (the benchmark's creates and readiness writes included, as they are
     /// for any controller measured this way).
     pub server_cpu_per_thousand: f64,
+    /// With `--apiserver-profile`, the API server's CPU by kind during the converge.
+    pub apiserver: Option<Breakdown>,
 }
+
+/// How one scale run is measured.
+pub struct ScaleOptions {
+    /// How long to watch the controller idle after the converge.
+    pub idle_window: Duration,
+    /// Log reads too in the audit log.
+    pub audit_reads: bool,
+    /// Profile the API server for this many seconds while the Databases converge.
+    pub profile_seconds: Option<u64>,
+}
+
+/// How long after the first creates the profile starts: past the start-up of the
+/// controller's watches, into the steady converge.
+const PROFILE_DELAY: Duration = Duration::from_secs(5);
 
 /// Runs on the apiserver-only tier with StatefulSet readiness written by the benchmark
 /// (thousands of fake Pods would measure kwok, not the controller).
 pub async fn measure_scale(
     bin_dir: &Path,
     databases: usize,
-    idle_window: Duration,
-    audit_reads: bool,
+    scale: &ScaleOptions,
 ) -> anyhow::Result<Scale> {
-    let options = if audit_reads {
-        Options::default().with_full_audit()
-    } else {
-        Options::default().with_audit()
-    };
-    let bench = Bench::start(options).await?;
-    let readiness = tokio::spawn(fake_readiness(bench.client.clone()));
-    let controller = bench.spawn_controller(bin_dir)?;
+    let idle_window = scale.idle_window;
+    let (bench, readiness, controller) = start(bin_dir, scale).await?;
     let pid = controller.pid();
-    wait_until(Duration::from_secs(60), "controller metrics", || async {
-        bench.metric("database_controller_leader").await.is_some()
-    })
-    .await?;
-
     let cpu_start = cpu_seconds(pid).unwrap_or(0.0);
     let server_cpu_start = server_cpu(&bench);
     let writes_start = bench.controller_writes();
     let kinds_start = bench.controller_writes_by_request();
     let started = Instant::now();
-    let peak = converge(&bench, pid, databases).await?;
-    let converge_seconds = started.elapsed().as_secs_f64();
-    let cpu_reconciling_seconds = cpu_seconds(pid).unwrap_or(0.0) - cpu_start;
-    let server_cpu_seconds = server_cpu(&bench) - server_cpu_start;
+    let converging = async {
+        let peak = converge(&bench, pid, databases).await?;
+        Ok::<_, anyhow::Error>((
+            peak,
+            started.elapsed().as_secs_f64(),
+            cpu_seconds(pid).unwrap_or(0.0) - cpu_start,
+            server_cpu(&bench) - server_cpu_start,
+        ))
+    };
+    let (converged, window) = tokio::join!(converging, profile(&bench, databases, scale));
+    let (peak, converge_seconds, cpu_reconciling_seconds, server_cpu_seconds) = converged?;
     let converge_writes = bench.controller_writes() - writes_start;
     let by_request = since(bench.controller_writes_by_request(), kinds_start);
+    let apiserver = window.transpose()?.map(|w| w.split()).transpose()?;
 
     // Let the last status writes and their watch echoes settle, then watch it idle.
     tokio::time::sleep(Duration::from_secs(5)).await;
@@ -95,7 +109,41 @@ pub async fn measure_scale(
             per(count as f64)
         }),
         server_cpu_per_thousand: per(server_cpu_seconds) * 1000.0,
+        apiserver,
     })
+}
+
+/// A control plane with the benchmark's readiness writer, and the controller running
+/// with its metrics answering.
+async fn start(
+    bin_dir: &Path,
+    scale: &ScaleOptions,
+) -> anyhow::Result<(Bench, tokio::task::JoinHandle<()>, Process)> {
+    let options = if scale.audit_reads {
+        Options::default().with_full_audit()
+    } else {
+        Options::default().with_audit()
+    };
+    let bench = Bench::start(options).await?;
+    let readiness = tokio::spawn(fake_readiness(bench.client.clone()));
+    let controller = bench.spawn_controller(bin_dir)?;
+    wait_until(Duration::from_secs(60), "controller metrics", || async {
+        bench.metric("database_controller_leader").await.is_some()
+    })
+    .await?;
+    Ok((bench, readiness, controller))
+}
+
+/// With a profile asked for, the API server's profile window during the converge.
+async fn profile(
+    bench: &Bench,
+    databases: usize,
+    scale: &ScaleOptions,
+) -> Option<anyhow::Result<apiserver_profile::Window>> {
+    let seconds = scale.profile_seconds.filter(|_| databases > 0)?;
+    tokio::time::sleep(PROFILE_DELAY).await;
+    let out = apiserver_profile::profile_path(databases);
+    Some(apiserver_profile::record(&bench.plane, seconds, &out).await)
 }
 
 /// Creates `databases` Databases and waits until all run; the controller's peak
