@@ -24,16 +24,18 @@ struct Kind {
 
 const KINDS: &[Kind] = &[
     Kind {
-        label: "Database status applies",
-        focus: r"customresource\.\(\*StatusREST\)\.Update",
+        label: "Database status writes",
+        focus: r"customresource\.\(\*StatusREST\)\.Update|crdHandler\)\.serveStatus",
         ignore: None,
-        requests: Some(|r| r == "patch databases/status"),
+        requests: Some(|r| r == "patch databases/status" || r == "update databases/status"),
     },
     Kind {
-        label: "other patches (finalizers, owned objects)",
-        focus: r"PatchResource|handlers\.\(\*patcher\)",
-        ignore: Some(r"StatusREST"),
-        requests: Some(|r| r.starts_with("patch ") && !r.ends_with("/status")),
+        label: "other patches and updates (finalizers, owned objects)",
+        focus: r"PatchResource|handlers\.\(\*patcher\)|UpdateResource",
+        ignore: Some(r"StatusREST|serveStatus"),
+        requests: Some(|r| {
+            (r.starts_with("patch ") || r.starts_with("update ")) && !r.ends_with("/status")
+        }),
     },
     Kind {
         label: "creates (every kind, the benchmark's Databases too)",
