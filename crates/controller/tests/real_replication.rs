@@ -8,9 +8,9 @@ use serde_json::json;
 use testenv::Options;
 use testenv::toolkit::failover::{
     assert_none_lost, assert_primary, assert_written_on_a_primary,
-    controller_killed_mid_failover_finishes_it, hang_the_primary, kill_the_primary_under_writes,
-    lose_the_primary, replicated, scale_and_wait_replicated, switchover_under_writes,
-    three_with_a_short_bound, write_from,
+    controller_killed_mid_failover_finishes_it, create_replicated, hang_the_primary,
+    kill_the_primary_under_writes, lose_the_primary, replicated, scale_and_wait_replicated,
+    switchover_under_writes, three_with_a_short_bound, write_from,
 };
 use testenv::toolkit::real_tier::{
     client_answers, cordon, enforce_restricted, exec, run_client, wait_for_answer, wait_running,
@@ -124,13 +124,11 @@ async fn lost_writes(env: &Env, name: &str, output: &str) -> (Vec<u32>, Vec<u32>
 #[tokio::test]
 async fn a_switchover_under_writes_loses_no_acknowledged_write() {
     let env = start().await;
-    env.create_database(
-        "orders",
+    create_replicated(
+        &env,
         json!({"engine": "postgres", "version": "17", "storage": "1Gi", "replicas": 2}),
     )
     .await;
-    wait_running(&env, "orders").await;
-    replicated(&env, "orders").await;
     let writer = testenv::clients::postgres_writer(40, 1);
     let (output, primary) = switchover_under_writes(&env, "postgres:17", &writer, "orders-1").await;
     assert_eq!(primary, "orders-1");
@@ -206,13 +204,11 @@ const OUTGROW_THE_KEPT_LOG: &str = r#"for i in $(seq 11 32); do psql -U "$POSTGR
 #[tokio::test]
 async fn a_replica_that_lost_the_log_it_lacks_is_cloned_anew_and_catches_up() {
     let env = start().await;
-    env.create_database(
-        "orders",
+    create_replicated(
+        &env,
         json!({"engine": "postgres", "version": "17", "storage": "1Gi", "replicas": 2}),
     )
     .await;
-    wait_running(&env, "orders").await;
-    replicated(&env, "orders").await;
     let (ok, output) = run_client(&env, "orders", "postgres:17", WRITE).await;
     assert!(ok, "{output}");
     keeps_a_quarter_of_the_volume(&env).await;

@@ -12,6 +12,8 @@ use anyhow::{Context as _, bail};
 use serde_json::{Value, json};
 use testenv::ControlPlane;
 
+use super::cluster::request_of;
+
 /// One kind of work: which stacks count as it, and which audited requests it serves.
 struct Kind {
     label: &'static str,
@@ -216,16 +218,9 @@ pub fn profile_path(databases: usize) -> PathBuf {
 fn requests_by_kind(plane: &ControlPlane) -> BTreeMap<String, usize> {
     let mut counts = BTreeMap::new();
     for event in plane.audit_events() {
-        if event["stage"] != "ResponseComplete" {
-            continue;
+        if event["stage"] == "ResponseComplete" {
+            *counts.entry(request_of(&event)).or_insert(0) += 1;
         }
-        let object = &event["objectRef"];
-        let mut resource = object["resource"].as_str().unwrap_or("?").to_owned();
-        if let Some(sub) = object["subresource"].as_str() {
-            resource = format!("{resource}/{sub}");
-        }
-        let verb = event["verb"].as_str().unwrap_or("?");
-        *counts.entry(format!("{verb} {resource}")).or_insert(0) += 1;
     }
     counts
 }

@@ -146,16 +146,21 @@ impl Bench {
     pub fn controller_writes_by_request(&self) -> std::collections::BTreeMap<String, usize> {
         let mut counts = std::collections::BTreeMap::new();
         for event in self.plane.requests_by(CONTROLLER_USER) {
-            let object = &event["objectRef"];
-            let mut resource = object["resource"].as_str().unwrap_or("?").to_owned();
-            if let Some(sub) = object["subresource"].as_str() {
-                resource = format!("{resource}/{sub}");
-            }
-            let verb = event["verb"].as_str().unwrap_or("?");
-            *counts.entry(format!("{verb} {resource}")).or_insert(0) += 1;
+            *counts.entry(request_of(&event)).or_insert(0) += 1;
         }
         counts
     }
+}
+
+/// An audit event's request as `<verb> <resource>[/<subresource>]`.
+pub fn request_of(event: &serde_json::Value) -> String {
+    let object = &event["objectRef"];
+    let mut resource = object["resource"].as_str().unwrap_or("?").to_owned();
+    if let Some(sub) = object["subresource"].as_str() {
+        resource = format!("{resource}/{sub}");
+    }
+    let verb = event["verb"].as_str().unwrap_or("?");
+    format!("{verb} {resource}")
 }
 
 /// Marks every StatefulSet's Pods ready by writing its status, standing in for
