@@ -29,6 +29,17 @@ async fn start() -> Env {
     env
 }
 
+/// A control plane with Database `orders` of two postgres 17 instances, replicating.
+async fn two_replicated() -> Env {
+    let env = start().await;
+    create_replicated(
+        &env,
+        json!({"engine": "postgres", "version": "17", "storage": "1Gi", "replicas": 2}),
+    )
+    .await;
+    env
+}
+
 #[tokio::test]
 async fn a_lost_primary_is_replaced_by_a_replica_and_rejoins_as_one() {
     let env = start().await;
@@ -123,12 +134,7 @@ async fn lost_writes(env: &Env, name: &str, output: &str) -> (Vec<u32>, Vec<u32>
 
 #[tokio::test]
 async fn a_switchover_under_writes_loses_no_acknowledged_write() {
-    let env = start().await;
-    create_replicated(
-        &env,
-        json!({"engine": "postgres", "version": "17", "storage": "1Gi", "replicas": 2}),
-    )
-    .await;
+    let env = two_replicated().await;
     let writer = testenv::clients::postgres_writer(40, 1);
     let (output, primary) = switchover_under_writes(&env, "postgres:17", &writer, "orders-1").await;
     assert_eq!(primary, "orders-1");
@@ -203,12 +209,7 @@ const OUTGROW_THE_KEPT_LOG: &str = r#"for i in $(seq 11 32); do psql -U "$POSTGR
 
 #[tokio::test]
 async fn a_replica_that_lost_the_log_it_lacks_is_cloned_anew_and_catches_up() {
-    let env = start().await;
-    create_replicated(
-        &env,
-        json!({"engine": "postgres", "version": "17", "storage": "1Gi", "replicas": 2}),
-    )
-    .await;
+    let env = two_replicated().await;
     let (ok, output) = run_client(&env, "orders", "postgres:17", WRITE).await;
     assert!(ok, "{output}");
     keeps_a_quarter_of_the_volume(&env).await;
