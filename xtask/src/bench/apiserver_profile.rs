@@ -171,6 +171,9 @@ pub async fn record(plane: &ControlPlane, seconds: u64, out: &Path) -> anyhow::R
         );
     }
     let after = requests_by_kind(plane);
+    if let Some(dir) = out.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
     std::fs::write(out, &output.stdout)
         .with_context(|| format!("writing the profile to {}", out.display()))?;
     Ok(Window {
