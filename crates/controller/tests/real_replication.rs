@@ -227,6 +227,7 @@ async fn a_replica_that_lost_the_log_it_lacks_is_cloned_anew_and_catches_up() {
     exec(&env, "orders-1", &["kill", "-CONT", receiver.trim()])
         .await
         .expect("the WAL receiver resumed");
+    let resumed = std::time::Instant::now();
 
     env.events_eventually("Database", "orders", "Reseeding for orders-1", |events| {
         events
@@ -251,6 +252,10 @@ async fn a_replica_that_lost_the_log_it_lacks_is_cloned_anew_and_catches_up() {
         "orders-1 cloned anew, with all 23 rows, streaming",
     )
     .await;
+    eprintln!(
+        "orders-1 cloned anew and streaming {:.1?} after its WAL receiver resumed",
+        resumed.elapsed()
+    );
     let db = replicated(&env, "orders").await;
     assert_eq!(
         db.status.and_then(|s| s.primary).as_deref(),
