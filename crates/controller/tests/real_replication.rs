@@ -98,20 +98,18 @@ fn write_through_rw(uri: &str, attempts: u32) -> String {
     )
 }
 
+/// `sql` run by psql in an instance, as the superuser in the application's database,
+/// its rows printed unaligned.
+fn app_query(sql: &str) -> [&str; 7] {
+    ["psql", "-U", "postgres", "-d", "app", "-tAc", sql]
+}
+
 /// Instance `pod` is a replica (in recovery) holding `rows` rows of `orders`.
 async fn assert_follows_with_rows(env: &Env, pod: &str, rows: usize) {
     let answer = exec(
         env,
         pod,
-        &[
-            "psql",
-            "-U",
-            "postgres",
-            "-d",
-            "app",
-            "-tAc",
-            "SELECT pg_is_in_recovery(), count(*) FROM orders",
-        ],
+        &app_query("SELECT pg_is_in_recovery(), count(*) FROM orders"),
     )
     .await
     .expect("psql on the instance");
@@ -239,15 +237,9 @@ async fn a_replica_that_lost_the_log_it_lacks_is_cloned_anew_and_catches_up() {
     wait_for_answer(
         &env,
         "orders-1",
-        &[
-            "psql",
-            "-U",
-            "postgres",
-            "-d",
-            "app",
-            "-tAc",
+        &app_query(
             "SELECT pg_is_in_recovery(), count(*), (SELECT status FROM pg_stat_wal_receiver) FROM orders",
-        ],
+        ),
         &["t|23|streaming"],
         "orders-1 cloned anew, with all 23 rows, streaming",
     )

@@ -126,9 +126,7 @@ async fn clone_anew(
     primary: &str,
 ) -> Result<(&'static str, String), Error> {
     postgres::mark_for_reseed(exec_pods, pod).await?;
-    if delete_with(pods, pod, &DeleteParams::default()).await? {
-        ctx.metrics.wrote("delete");
-    }
+    delete_pod(ctx, pods, pod, None).await?;
     Ok((
         reason::RESEEDING,
         format!(
@@ -316,8 +314,25 @@ pub(super) async fn label(
 async fn fence(ctx: &Context, pods: &Api<Pod>, pod: &str, failed: bool) -> Result<(), Error> {
     // A failed primary's server no longer answers, so its shutdown can save little, and
     // the new primary waits for it to end (see `plan`).
+    delete_pod(
+        ctx,
+        pods,
+        pod,
+        failed.then_some(FAILED_PRIMARY_GRACE_SECONDS),
+    )
+    .await
+}
+
+/// Deletes an instance's Pod (its StatefulSet starts it again), with `grace` seconds
+/// to shut down or the StatefulSet's own.
+async fn delete_pod(
+    ctx: &Context,
+    pods: &Api<Pod>,
+    pod: &str,
+    grace: Option<u32>,
+) -> Result<(), Error> {
     let params = DeleteParams {
-        grace_period_seconds: failed.then_some(FAILED_PRIMARY_GRACE_SECONDS),
+        grace_period_seconds: grace,
         ..DeleteParams::default()
     };
     if delete_with(pods, pod, &params).await? {
