@@ -13,6 +13,7 @@ mod cluster;
 mod comparison;
 mod failover;
 mod latency;
+mod object_sizes;
 mod procstat;
 mod scale;
 mod stats;
@@ -520,6 +521,7 @@ fn print_scales(scales: &[Scale]) {
         );
     }
     for s in scales {
+        object_sizes::print(s.databases, &s.object_sizes);
         if let Some(breakdown) = &s.apiserver {
             breakdown.print(s.databases);
         }
@@ -628,6 +630,7 @@ fn scales_json(scales: &[Scale]) -> Value {
         "writes_per_database": round(s.writes_per_database), "server_cpu_seconds_per_thousand": round(s.server_cpu_per_thousand),
         "writes_by_request": s.writes_by_request.iter().map(|(r, per)| json!({"request": r, "per_database": round(*per)})).collect::<Vec<_>>(),
         "apiserver_cpu_by_kind": s.apiserver.as_ref().map(apiserver_profile::Breakdown::to_json),
+        "object_sizes": s.object_sizes.iter().map(|k| json!({"kind": k.kind, "sampled": k.sampled, "bytes": round(k.bytes), "managed_fields_bytes": round(k.managed_fields_bytes)})).collect::<Vec<_>>(),
     })).collect()
 }
 

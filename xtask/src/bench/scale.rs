@@ -10,6 +10,7 @@ use testenv::process::Process;
 use super::apiserver_profile::{self, Breakdown};
 use super::cluster::{Bench, fake_readiness, wait_until};
 use super::latency::{Watches, measure};
+use super::object_sizes::{self, KindSize};
 use super::procstat::{cpu_seconds, rss_mib};
 
 pub struct Scale {
@@ -33,6 +34,8 @@ pub struct Scale {
     pub server_cpu_per_thousand: f64,
     /// With `--apiserver-profile`, the API server's CPU by kind during the converge.
     pub apiserver: Option<Breakdown>,
+    /// The size of the Databases and the objects they own, once converged.
+    pub object_sizes: Vec<KindSize>,
 }
 
 /// How one scale run is measured.
@@ -87,6 +90,7 @@ pub async fn measure_scale(
     let writes = bench.controller_writes() - writes_before;
     let cpu_idle_seconds = cpu_seconds(pid).unwrap_or(0.0) - cpu_before;
     let rss_idle_mib = rss_mib(pid).unwrap_or(0.0);
+    let object_sizes = object_sizes::measure(&bench.client).await?;
     readiness.abort();
     drop(controller);
     #[allow(clippy::cast_precision_loss)]
@@ -110,6 +114,7 @@ pub async fn measure_scale(
         }),
         server_cpu_per_thousand: per(server_cpu_seconds) * 1000.0,
         apiserver,
+        object_sizes,
     })
 }
 
