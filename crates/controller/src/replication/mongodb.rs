@@ -29,9 +29,10 @@ const COMPATIBILITY_TIMEOUT: std::time::Duration = std::time::Duration::from_sec
 /// Logs in as the administrator before the script's own statements.
 const LOGIN: &str = "db.getSiblingDB('admin').auth(process.env.MONGO_INITDB_ROOT_USERNAME, process.env.MONGO_INITDB_ROOT_PASSWORD);\n";
 
-/// The instance's view: its set, whether it takes writes or follows, the primary it
-/// knows, how recent its last write is, and on a primary the configured members and
-/// the default write concern.
+/// The instance's view: its set, whether it takes writes, follows or recovers, the
+/// primary it knows, how recent its last write is, and on a primary the configured
+/// members, the default write concern and the time of the oldest entry its oplog still
+/// holds.
 const STATE: &str = r#"
 const h = db.adminCommand({ hello: 1 });
 const out = {
@@ -44,16 +45,31 @@ const out = {
   majority: false,
   version: db.version(),
   compatibility: "",
+  state: -1,
+  oldest: 0,
 };
+if (out.set) {
+  try { out.state = db.adminCommand({ replSetGetStatus: 1 }).myState; } catch (e) {}
+}
 if (out.writable && out.set) {
   out.members = db.adminCommand({ replSetGetConfig: 1 }).config.members.map((m) => m.host);
   const c = db.adminCommand({ getDefaultRWConcern: 1 });
   out.majority = !!(c.defaultWriteConcern && c.defaultWriteConcern.w === "majority");
   const f = db.adminCommand({ getParameter: 1, featureCompatibilityVersion: 1 });
   out.compatibility = (f.featureCompatibilityVersion && f.featureCompatibilityVersion.version) || "";
+  const first = db.getSiblingDB("local").oplog.rs.find({}, { wall: 1 }).sort({ $natural: 1 }).limit(1).toArray()[0];
+  out.oldest = first && first.wall ? first.wall.getTime() : 0;
 }
 print(JSON.stringify(out));
 "#;
+
+/// The member state of one that is neither primary nor a secondary that reads: as a
+/// member too stale to catch up stays.
+const RECOVERING: i32 = 3;
+
+fn no_state() -> i32 {
+    -1
+}
 
 /// The answer to [`STATE`].
 #[derive(Deserialize)]
@@ -70,6 +86,12 @@ struct Answer {
     version: String,
     #[serde(default)]
     compatibility: String,
+    /// Its member state (`myState`), -1 when it has none.
+    #[serde(default = "no_state")]
+    state: i32,
+    /// On a primary: the wall-clock time (ms) of its oplog's oldest entry.
+    #[serde(default)]
+    oldest: u64,
 }
 
 /// A member's address: its Pod's DNS name under the headless Service.
@@ -117,6 +139,18 @@ pub async fn state(pods: &Api<Pod>, pod: &str) -> Result<EngineState, ExecError>
         stderr: format!("unexpected answer {output:?}"),
     })
 }
+
+/// Marks the member `pod`'s data to be emptied when its Pod starts again (the
+/// replication script does it, never on the primary), so that it copies the set anew.
+pub async fn mark_for_reseed(pods: &Api<Pod>, pod: &str) -> Result<(), ExecError> {
+    exec::run(pods, pod, &["touch", RESEED_MARK])
+        .await
+        .map(|_| ())
+}
+
+/// The mark [`mark_for_reseed`] leaves: on the data volume, read by the replication
+/// script before mongod starts.
+const RESEED_MARK: &str = "/data/db/reseed";
 
 /// Makes `pod` a replica set of one member, itself; the others are added one by one.
 /// Replicas copy from the primary, not from each other, as the other engines do.
@@ -208,13 +242,14 @@ fn parse_state(output: &str) -> Option<EngineState> {
         streaming: answer.secondary,
         synchronous: answer.majority,
         log_kept_mb: None,
-        oldest_log: None,
+        oldest_log: (answer.oldest > 0).then_some(answer.oldest),
         history: None,
         replica_set: Some(ReplicaSetView {
             initiated,
             members: answer.members.iter().filter_map(|h| pod_of(h)).collect(),
             version: answer.version,
             compatibility: Some(answer.compatibility).filter(|c| !c.is_empty()),
+            recovering: answer.state == RECOVERING,
         }),
     })
 }
@@ -226,12 +261,14 @@ mod tests {
     #[test]
     fn a_primary_names_the_members_of_its_set() {
         let state = parse_state(
-            r#"{"set":"rs0","writable":true,"secondary":false,"primary":"orders-0.orders.shop.svc.cluster.local:27017","lastWrite":1700000000123,"members":["orders-0.orders.shop.svc.cluster.local:27017","orders-1.orders.shop.svc.cluster.local:27017"],"majority":true,"version":"7.0.14","compatibility":"6.0"}"#,
+            r#"{"set":"rs0","writable":true,"secondary":false,"primary":"orders-0.orders.shop.svc.cluster.local:27017","lastWrite":1700000000123,"members":["orders-0.orders.shop.svc.cluster.local:27017","orders-1.orders.shop.svc.cluster.local:27017"],"majority":true,"version":"7.0.14","compatibility":"6.0","state":1,"oldest":1699999000000}"#,
         )
         .expect("parsed");
         assert!(state.primary && state.synchronous);
         assert_eq!(state.position, 1_700_000_000_123);
+        assert_eq!(state.oldest_log, Some(1_699_999_000_000));
         let set = state.replica_set.expect("a replica set");
+        assert!(!set.recovering);
         assert!(set.initiated);
         assert_eq!(set.members, ["orders-0", "orders-1"]);
         assert_eq!(set.version, "7.0.14");
@@ -246,6 +283,18 @@ mod tests {
         .expect("parsed");
         assert!(!state.primary && state.streaming);
         assert_eq!(state.upstream.as_deref(), Some("orders-2"));
+        assert_eq!(state.oldest_log, None);
+    }
+
+    #[test]
+    fn a_member_too_stale_to_catch_up_recovers_with_its_last_write() {
+        let state = parse_state(
+            r#"{"set":"rs0","writable":false,"secondary":false,"primary":"orders-0.orders.shop.svc.cluster.local:27017","lastWrite":42,"members":[],"majority":false,"version":"6.0.5","compatibility":"","state":3,"oldest":0}"#,
+        )
+        .expect("parsed");
+        assert!(!state.primary && !state.streaming);
+        assert_eq!(state.position, 42);
+        assert!(state.replica_set.expect("a view").recovering);
     }
 
     #[test]

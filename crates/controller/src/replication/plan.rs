@@ -30,8 +30,9 @@ pub struct EngineState {
     /// tracking them (postgres): how many megabytes of log the instance keeps for
     /// replicas that fall behind.
     pub log_kept_mb: Option<u64>,
-    /// For a primary of such an engine: the oldest position its log still holds. A
-    /// replica behind it that does not stream can never catch up.
+    /// For a primary of such an engine, or of a mongodb replica set: the oldest
+    /// position its log still holds. A replica behind it that does not stream can never
+    /// catch up.
     pub oldest_log: Option<u64>,
     /// For engines whose replicas follow by transaction history (mysql): what the
     /// instance holds and what it no longer keeps in its log.
@@ -53,6 +54,8 @@ pub struct ReplicaSetView {
     /// On a primary: the feature compatibility version (`6.0`), which says which
     /// release's data formats the set uses.
     pub compatibility: Option<String>,
+    /// It is RECOVERING: a member, but neither primary nor a secondary that reads.
+    pub recovering: bool,
 }
 
 /// An instance's transactions (mysql GTID sets).

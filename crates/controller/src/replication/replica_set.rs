@@ -102,6 +102,9 @@ fn membership(primary: &Instance, instances: &[Instance], wanted: &Wanted) -> Ve
     if let Some(steps) = hand_overs(primary, instances, wanted) {
         return steps;
     }
+    if let Some(step) = too_stale(primary, instances, wanted.replicas) {
+        return vec![step];
+    }
     if let Some(step) = member_change(primary, instances, wanted) {
         return vec![step];
     }
@@ -119,6 +122,31 @@ fn caught_up_secondary(i: &Instance, members: &[String], replicas: i32) -> bool 
         && i.ordinal < replicas
         && members.contains(&i.name)
         && i.engine.as_ref().is_some_and(|e| !e.primary && e.streaming)
+}
+
+/// A member kept at this scale that recovers with its last write older than the oldest
+/// entry the primary's oplog still holds: the entries it lacks are gone, so it can
+/// never catch up (mongodb calls it too stale and leaves it recovering). Only a copy of
+/// the set into emptied data (an initial sync) brings it back. A member that copies
+/// its initial data, or reads as a secondary, is never judged.
+fn too_stale(primary: &Instance, instances: &[Instance], replicas: i32) -> Option<Step> {
+    let oldest = primary.engine.as_ref()?.oldest_log?;
+    let members = members(primary);
+    let stale = |i: &&Instance| {
+        i.running()
+            && i.ordinal < replicas
+            && members.contains(&i.name)
+            && i.engine.as_ref().is_some_and(|e| {
+                !e.primary
+                    && !e.streaming
+                    && e.position < oldest
+                    && e.replica_set.as_ref().is_some_and(|v| v.recovering)
+            })
+    };
+    instances.iter().find(stale).map(|i| Step::Reseed {
+        pod: i.name.clone(),
+        primary: primary.name.clone(),
+    })
 }
 
 /// Handing the primary over: to the switchover's target once it has caught up, or, when

@@ -66,7 +66,7 @@ pub async fn execute(
             }
             Step::Reseed { pod, primary } => match db.spec.engine {
                 Engine::Mysql => reseed(db, exec_pods, pod, primary, report).await?,
-                _ => Some(clone_anew(ctx, pods, exec_pods, pod, primary).await?),
+                engine => Some(clone_anew(ctx, engine, pods, exec_pods, pod, primary).await?),
             },
             Step::ReplicaSet(step) => replica_set_step(ctx, db, exec_pods, step).await?,
             Step::Synchronous { pod, on } => set_synchronous(db, exec_pods, pod, *on).await?,
@@ -115,22 +115,29 @@ async fn reseed(
     )
 }
 
-/// Has the postgres replica `pod` cloned anew from `primary`: its data is marked, and
-/// its Pod deleted so that its init container clones the primary as it starts again.
-/// Returns its event.
+/// Has the replica `pod` copy `primary` anew: its data is marked, and its Pod deleted
+/// so that, as it starts again, its init container clones the primary (postgres) or
+/// empties the data for an initial sync (mongodb). Returns its event.
 async fn clone_anew(
     ctx: &Context,
+    engine: Engine,
     pods: &Api<Pod>,
     exec_pods: &Api<Pod>,
     pod: &str,
     primary: &str,
 ) -> Result<(&'static str, String), Error> {
-    postgres::mark_for_reseed(exec_pods, pod).await?;
+    let lacks = if engine == Engine::Mongodb {
+        mongodb::mark_for_reseed(exec_pods, pod).await?;
+        "oplog entries"
+    } else {
+        postgres::mark_for_reseed(exec_pods, pod).await?;
+        "log"
+    };
     delete_pod(ctx, pods, pod, None).await?;
     Ok((
         reason::RESEEDING,
         format!(
-            "{pod} lacks log {primary} no longer keeps, so it can never catch up; it starts again as a fresh copy of {primary}"
+            "{pod} lacks {lacks} {primary} no longer keeps, so it can never catch up; it starts again as a fresh copy of {primary}"
         ),
     ))
 }

@@ -25,6 +25,7 @@ fn member(ordinal: i32, primary: bool, members: &[i32]) -> Instance {
                 members: members.iter().map(|o| format!("orders-{o}")).collect(),
                 version: "7.0.14".into(),
                 compatibility: primary.then(|| "7.0".into()),
+                recovering: false,
             }),
         }),
     }
@@ -41,6 +42,7 @@ fn fresh(ordinal: i32) -> Instance {
             members: Vec::new(),
             version: "7.0.14".into(),
             compatibility: None,
+            recovering: false,
         });
     }
     instance
@@ -317,5 +319,72 @@ fn the_compatibility_version_rises_once_every_member_runs_the_new_series() {
             Step::ReplicaSet(ReplicaSetStep::RaiseCompatibility { .. })
         )),
         "already raised: {steps:?}"
+    );
+}
+
+/// Member `ordinal` recovering with its last write at `position`.
+fn recovering(ordinal: i32, position: u64) -> Instance {
+    let mut instance = member(ordinal, false, &[]);
+    if let Some(engine) = instance.engine.as_mut() {
+        engine.position = position;
+        engine.upstream = None;
+        engine.streaming = false;
+        if let Some(view) = engine.replica_set.as_mut() {
+            view.recovering = true;
+        }
+    }
+    instance
+}
+
+fn primary_keeping_oplog_from(oldest: u64) -> Instance {
+    let mut primary = member(0, true, &[0, 1, 2]);
+    if let Some(engine) = primary.engine.as_mut() {
+        engine.position = 500;
+        engine.oldest_log = Some(oldest);
+    }
+    primary
+}
+
+/// The Pods the plan for a set of three, with `third` as `orders-2`, copies anew.
+fn reseeded(third: Instance, replicas: i32) -> Vec<String> {
+    let set = [
+        primary_keeping_oplog_from(200),
+        member(1, false, &[]),
+        third,
+    ];
+    planned("orders-0", &set, &wanted(replicas))
+        .into_iter()
+        .filter_map(|step| match step {
+            Step::Reseed { pod, primary } if primary == "orders-0" => Some(pod),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_member_behind_the_primarys_oldest_oplog_entry_is_copied_anew() {
+    assert_eq!(reseeded(recovering(2, 199), 3), ["orders-2"]);
+}
+
+#[test]
+fn a_member_the_oplog_still_reaches_or_that_reads_or_copies_is_left_alone() {
+    assert_eq!(reseeded(recovering(2, 200), 3), Vec::<String>::new());
+
+    let mut reading = member(2, false, &[]);
+    if let Some(engine) = reading.engine.as_mut() {
+        engine.position = 100;
+    }
+    assert_eq!(reseeded(reading, 3), Vec::<String>::new());
+
+    let mut copying = recovering(2, 0);
+    if let Some(view) = copying.engine.as_mut().and_then(|e| e.replica_set.as_mut()) {
+        view.recovering = false;
+    }
+    assert_eq!(reseeded(copying, 3), Vec::<String>::new());
+
+    assert_eq!(
+        reseeded(recovering(2, 100), 2),
+        Vec::<String>::new(),
+        "a member leaving the set is removed, not copied"
     );
 }
