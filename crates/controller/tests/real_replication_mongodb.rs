@@ -17,7 +17,7 @@ use testenv::toolkit::failover::{
 };
 use testenv::toolkit::real_tier::{
     REAL_WAIT, assert_primary_and_lag, client_answers, cordon, enforce_restricted, exec,
-    hang_server, in_pod_eventually, run_client, wait_for_answer,
+    hang_server, in_pod_eventually, run_client, wait_for_answer, wake_server,
 };
 use testenv::toolkit::wait::eventually;
 
@@ -36,6 +36,15 @@ async fn replica_set(env: &Env, replicas: i32) {
         json!({"engine": "mongodb", "version": "6.0", "storage": "1Gi", "replicas": replicas}),
     )
     .await;
+}
+
+/// A set of three members, with document 1 written through `-rw`.
+async fn three_members_with_document_1() -> Env {
+    let env = start().await;
+    replica_set(&env, 3).await;
+    let (ok, output) = run_client(&env, "orders", CLIENT, &write_document("$URI", 1)).await;
+    assert!(ok, "{output}");
+    env
 }
 
 /// Inserts document `id` through `-rw`, retrying once a second for up to 40 attempts
@@ -200,10 +209,7 @@ async fn scaling_adds_and_removes_members_never_the_primary(env: &Env) {
 
 #[tokio::test]
 async fn a_lost_mongodb_primary_is_replaced_by_election_and_rejoins_as_a_secondary() {
-    let env = start().await;
-    replica_set(&env, 3).await;
-    let (ok, output) = run_client(&env, "orders", CLIENT, &write_document("$URI", 1)).await;
-    assert!(ok, "{output}");
+    let env = three_members_with_document_1().await;
 
     // The primary's Pod goes, and cannot come back while the node takes no new Pods.
     let elected = lose_the_primary(&env).await;
@@ -248,10 +254,7 @@ async fn a_mongodb_switchover_under_writes_loses_no_acknowledged_write() {
 
 #[tokio::test]
 async fn a_hung_mongodb_primary_is_replaced_by_election_and_rejoins_once_it_wakes() {
-    let env = start().await;
-    replica_set(&env, 3).await;
-    let (ok, output) = run_client(&env, "orders", CLIENT, &write_document("$URI", 1)).await;
-    assert!(ok, "{output}");
+    let env = three_members_with_document_1().await;
 
     // The server stops answering but its Pod stays: the others stop hearing from it.
     let (pid, elected) = hang_the_primary(&env, "mongod").await;
@@ -260,11 +263,7 @@ async fn a_hung_mongodb_primary_is_replaced_by_election_and_rejoins_once_it_wake
     assert_written_on_a_primary(&output, "true");
 
     // Woken, the old primary learns of the new term, steps down and follows.
-    let status = std::process::Command::new("kill")
-        .args(["-CONT", &pid.to_string()])
-        .status()
-        .expect("kill runs");
-    assert!(status.success(), "SIGCONT to {pid}");
+    wake_server(pid);
     assert_secondary_with(&env, "orders-0", 2).await;
     replicated(&env, "orders").await;
     assert_primary(&env, &elected).await;
@@ -335,10 +334,7 @@ print("outgrown after " + written + " MiB, the oplog holding at most " + most + 
 
 #[tokio::test]
 async fn a_member_too_stale_to_catch_up_is_emptied_and_copies_the_set_anew() {
-    let env = start().await;
-    replica_set(&env, 3).await;
-    let (ok, output) = run_client(&env, "orders", CLIENT, &write_document("$URI", 1)).await;
-    assert!(ok, "{output}");
+    let env = three_members_with_document_1().await;
     assert_secondary_with(&env, "orders-2", 1).await;
 
     // The member fetches nothing while the primary writes more than its oplog holds.
@@ -347,11 +343,7 @@ async fn a_member_too_stale_to_catch_up_is_emptied_and_copies_the_set_anew() {
         .await
         .expect("the primary's oplog outgrown");
     eprintln!("{}", outgrown.trim());
-    let status = std::process::Command::new("kill")
-        .args(["-CONT", &pid.to_string()])
-        .status()
-        .expect("kill runs");
-    assert!(status.success(), "SIGCONT to {pid}");
+    wake_server(pid);
     let resumed = std::time::Instant::now();
     // The member reads on as a secondary until its fetcher's cursor on the primary
     // fails (some 40 s here), then recovers, too stale, until the controller marks it.

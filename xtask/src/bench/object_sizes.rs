@@ -3,6 +3,7 @@
 //! it, managed fields included, so its size sets what each write costs. One object of
 //! each kind stays in `target/bench/object-<kind>.json`.
 
+use k8s_openapi::api::{apps::v1::StatefulSet, core::v1};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::{Client, ResourceExt as _};
 
@@ -25,27 +26,11 @@ const SAMPLE: u32 = 100;
 /// namespace, up to [`SAMPLE`] of each; kinds with none are left out.
 pub async fn measure(client: &Client) -> anyhow::Result<Vec<KindSize>> {
     let kinds = [
-        ("Database", database_resource(), false),
-        (
-            "StatefulSet",
-            erase::<k8s_openapi::api::apps::v1::StatefulSet>(),
-            true,
-        ),
-        (
-            "Service",
-            erase::<k8s_openapi::api::core::v1::Service>(),
-            true,
-        ),
-        (
-            "Secret",
-            erase::<k8s_openapi::api::core::v1::Secret>(),
-            true,
-        ),
-        (
-            "ConfigMap",
-            erase::<k8s_openapi::api::core::v1::ConfigMap>(),
-            true,
-        ),
+        ("Database", erase::<database_api::Database>(), false),
+        ("StatefulSet", erase::<StatefulSet>(), true),
+        ("Service", erase::<v1::Service>(), true),
+        ("Secret", erase::<v1::Secret>(), true),
+        ("ConfigMap", erase::<v1::ConfigMap>(), true),
     ];
     let mut sizes = Vec::new();
     for (kind, resource, owned_only) in kinds {
@@ -74,10 +59,6 @@ fn keep(kind: &str, object: &DynamicObject) -> anyhow::Result<()> {
     let path = dir.join(format!("object-{}.json", kind.to_lowercase()));
     std::fs::write(path, serde_json::to_vec_pretty(object)?)?;
     Ok(())
-}
-
-fn database_resource() -> ApiResource {
-    erase::<database_api::Database>()
 }
 
 fn erase<K: kube::Resource<DynamicType = ()>>() -> ApiResource {

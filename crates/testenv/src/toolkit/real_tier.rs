@@ -215,6 +215,15 @@ pub async fn hang_server(cluster: &Cluster, pod: &str, process: &str) -> u32 {
     main.parse().expect("a pid")
 }
 
+/// Lets the process [`hang_server`] stopped run again (SIGCONT, from the host).
+pub fn wake_server(pid: u32) {
+    let status = std::process::Command::new("kill")
+        .args(["-CONT", &pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success(), "SIGCONT to {pid}");
+}
+
 /// Marks the test node (un)schedulable, as a node drain would.
 pub async fn cordon(cluster: &Cluster, unschedulable: bool) {
     let nodes: Api<Node> = Api::all(cluster.client.clone());
