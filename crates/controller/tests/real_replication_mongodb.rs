@@ -1,14 +1,14 @@
 //! mongodb replica sets on real servers: the operator initiates the set and adds
 //! members, `-ro` reaches a secondary, the compatibility version follows the series,
 //! the set's own election replaces a lost primary and the operator follows it, a
-//! switchover under writes loses no acknowledged write, scaling adds and removes
-//! members, never the primary, and a member too stale to catch up copies the set anew.
+//! switchover under writes loses no acknowledged write, and scaling adds and removes
+//! members, never the primary. (A member too stale to catch up: its own target.)
 
 mod common;
+mod mongodb_set;
 
 use common::Env;
 use serde_json::json;
-use testenv::Options;
 use testenv::toolkit::failover::{
     assert_none_lost, assert_primary, assert_written_on_a_primary,
     controller_killed_mid_failover_finishes_it, create_replicated, hang_the_primary,
@@ -16,60 +16,14 @@ use testenv::toolkit::failover::{
     switchover_under_writes, write_from,
 };
 use testenv::toolkit::real_tier::{
-    REAL_WAIT, assert_primary_and_lag, client_answers, cordon, enforce_restricted, exec,
-    hang_server, in_pod_eventually, run_client, wait_for_answer, wake_server,
+    assert_primary_and_lag, client_answers, cordon, exec, in_pod_eventually, run_client,
+    wake_server,
 };
-use testenv::toolkit::wait::eventually;
 
-const CLIENT: &str = "mongo:6.0";
-
-async fn start() -> Env {
-    let env = Env::start(Options::real(&["mongo-6.0"])).await;
-    enforce_restricted(&env).await;
-    env
-}
-
-/// Database `orders`: a replica set of `replicas` members, every secondary in step.
-async fn replica_set(env: &Env, replicas: i32) {
-    create_replicated(
-        env,
-        json!({"engine": "mongodb", "version": "6.0", "storage": "1Gi", "replicas": replicas}),
-    )
-    .await;
-}
-
-/// A set of three members, with document 1 written through `-rw`.
-async fn three_members_with_document_1() -> Env {
-    let env = start().await;
-    replica_set(&env, 3).await;
-    let (ok, output) = run_client(&env, "orders", CLIENT, &write_document("$URI", 1)).await;
-    assert!(ok, "{output}");
-    env
-}
-
-/// Inserts document `id` through `-rw`, retrying once a second for up to 40 attempts
-/// (an election takes about ten seconds), and prints `written on primary=<true|false>`
-/// with what the answering server says of itself.
-fn write_document(uri: &str, id: u32) -> String {
-    format!(
-        r#"for i in $(seq 40); do if answer=$(mongosh "{uri}" --quiet --eval 'db.orders.insertOne({{ _id: {id}, item: "tea" }}); print(db.hello().isWritablePrimary)' 2>/dev/null); then echo "written on primary=$answer"; exit 0; fi; sleep 1; done; exit 1"#
-    )
-}
-
-/// What member `pod` says of itself, as the administrator: its state and how many
-/// documents `app.orders` holds on it.
-const MEMBER: &str = r#"mongosh --quiet --eval '
-db.getSiblingDB("admin").auth(process.env.MONGO_INITDB_ROOT_USERNAME, process.env.MONGO_INITDB_ROOT_PASSWORD);
-db.getMongo().setReadPref("secondaryPreferred");
-print(db.hello().secondary ? "SECONDARY" : db.hello().isWritablePrimary ? "PRIMARY" : "OTHER");
-print(db.getSiblingDB("app").orders.countDocuments({}))'"#;
-
-/// Member `pod` is a secondary holding `documents` documents.
-async fn assert_secondary_with(env: &Env, pod: &str, documents: usize) {
-    let what = format!("{pod} a secondary with {documents} documents");
-    let expected = ["SECONDARY", &documents.to_string()];
-    wait_for_answer(env, pod, &["sh", "-c", MEMBER], &expected, &what).await;
-}
+use mongodb_set::{
+    CLIENT, MEMBER, assert_secondary_with, replica_set, start, three_members_with_document_1,
+    write_document,
+};
 
 /// One replica set goes through what needs no failure: reads through `-ro`, the
 /// compatibility version raised to the series its members run, then scaling up and down
@@ -313,54 +267,4 @@ async fn a_controller_killed_while_following_an_election_finishes_it_when_it_is_
         json!({"engine": "mongodb", "version": "6.0", "storage": "1Gi", "replicas": 3}),
     )
     .await;
-}
-
-/// Run on the primary while a secondary is stopped: inserts documents of 1 MiB until the
-/// oldest entry the oplog holds is newer than the script's start, so the stopped member
-/// (whose last write is older) lacks entries the primary no longer keeps.
-const OUTGROW_THE_OPLOG: &str = r#"mongosh --quiet --eval '
-db.getSiblingDB("admin").auth(process.env.MONGO_INITDB_ROOT_USERNAME, process.env.MONGO_INITDB_ROOT_PASSWORD);
-const oplog = db.getSiblingDB("local").oplog.rs;
-const start = new Date();
-const most = oplog.stats().maxSize / (1 << 20);
-const pad = "x".repeat(1 << 20);
-let written = 0;
-while (oplog.find({}, { wall: 1 }).sort({ $natural: 1 }).limit(1).next().wall <= start) {
-  if (written > 4 * most) { throw new Error("the oplog still holds its first entries"); }
-  db.getSiblingDB("app").filler.insertMany(Array.from({ length: 16 }, () => ({ pad })));
-  written += 16;
-}
-print("outgrown after " + written + " MiB, the oplog holding at most " + most + " MiB")'"#;
-
-#[tokio::test]
-async fn a_member_too_stale_to_catch_up_is_emptied_and_copies_the_set_anew() {
-    let env = three_members_with_document_1().await;
-    assert_secondary_with(&env, "orders-2", 1).await;
-
-    // The member fetches nothing while the primary writes more than its oplog holds.
-    let pid = hang_server(&env, "orders-2", "mongod").await;
-    let outgrown = exec(&env, "orders-0", &["sh", "-c", OUTGROW_THE_OPLOG])
-        .await
-        .expect("the primary's oplog outgrown");
-    eprintln!("{}", outgrown.trim());
-    wake_server(pid);
-    let resumed = std::time::Instant::now();
-    // The member reads on as a secondary until its fetcher's cursor on the primary
-    // fails (some 40 s here), then recovers, too stale, until the controller marks it.
-    eventually(REAL_WAIT, "Reseeding for orders-2", || async {
-        env.events_of("Database", "orders")
-            .await
-            .iter()
-            .any(|(_, reason, note)| reason == "Reseeding" && note.starts_with("orders-2 "))
-            .then_some(())
-    })
-    .await;
-    // Emptied, the member copies the set and reads as a secondary with every document.
-    assert_secondary_with(&env, "orders-2", 1).await;
-    eprintln!(
-        "orders-2 copied the set anew and a secondary {:.1?} after it resumed",
-        resumed.elapsed()
-    );
-    replicated(&env, "orders").await;
-    assert_primary(&env, "orders-0").await;
 }
