@@ -212,9 +212,7 @@ impl Window {
 
 /// Where [`record`] keeps the profile of a run at `databases`.
 pub fn profile_path(databases: usize) -> PathBuf {
-    crate::workspace_root()
-        .join("target/bench")
-        .join(format!("apiserver-{databases}.pprof"))
+    super::output_dir().join(format!("apiserver-{databases}.pprof"))
 }
 
 /// Every audited request so far (every user) by `<verb> <resource>[/<subresource>]`.

@@ -297,9 +297,15 @@ impl Figures {
     }
 }
 
+/// Where the benchmark writes what it keeps: `target/bench` in the workspace, wherever
+/// it was started from.
+fn output_dir() -> std::path::PathBuf {
+    crate::workspace_root().join("target/bench")
+}
+
 /// Writes the figures to `target/bench/<name>.json` and says where.
 fn write_results(args: &BenchArgs, json: &Value) -> anyhow::Result<()> {
-    let out = crate::workspace_root().join("target/bench");
+    let out = output_dir();
     std::fs::create_dir_all(&out)?;
     let name = results_name(args);
     let file = out.join(format!("{name}.json"));

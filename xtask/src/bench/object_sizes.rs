@@ -54,8 +54,8 @@ pub async fn measure(client: &Client) -> anyhow::Result<Vec<KindSize>> {
 /// Keeps one object of the kind in `target/bench/object-<kind>.json`, to read what
 /// makes it as large as it is.
 fn keep(kind: &str, object: &DynamicObject) -> anyhow::Result<()> {
-    let dir = std::path::Path::new("target/bench");
-    std::fs::create_dir_all(dir)?;
+    let dir = super::output_dir();
+    std::fs::create_dir_all(&dir)?;
     let path = dir.join(format!("object-{}.json", kind.to_lowercase()));
     std::fs::write(path, serde_json::to_vec_pretty(object)?)?;
     Ok(())
