@@ -19,22 +19,46 @@ const s = db.adminCommand({ replSetGetStatus: 1 });
 const first = db.getSiblingDB("local").oplog.rs.find({}, { wall: 1 }).sort({ $natural: 1 }).limit(1).toArray()[0];
 print(JSON.stringify({ state: s.myState, lastWrite: db.hello().lastWrite.lastWriteDate, oldest: first && first.wall, sync: s.syncSourceHost }))'"#;
 
-/// Run on the primary while a secondary is stopped: inserts documents of 1 MiB until the
-/// oldest entry the oplog holds is newer than the script's start, so the stopped member
-/// (whose last write is older) lacks entries the primary no longer keeps.
-const OUTGROW_THE_OPLOG: &str = r#"mongosh --quiet --eval '
-db.getSiblingDB("admin").auth(process.env.MONGO_INITDB_ROOT_USERNAME, process.env.MONGO_INITDB_ROOT_PASSWORD);
-const oplog = db.getSiblingDB("local").oplog.rs;
+/// Run on the primary while member `stopped` fetches nothing: rewrites sixteen documents
+/// of 1 MiB until the oldest entry each other member's oplog holds is newer than the
+/// script's start, so the stopped member (whose last write is older) lacks entries that no
+/// member it could sync from still keeps.
+///
+/// mongod truncates its oplog only behind its last checkpoint (taken once a minute), so
+/// volume alone does not do it: past the oplog's size the script asks every other member
+/// for a checkpoint (`fsync`) after each batch and writes at a walk until the truncations
+/// come. The same sixteen documents keep the data files small; each rewrite differs, so
+/// none is a no-op that the oplog would skip.
+fn outgrow_the_oplogs(stopped: &str) -> String {
+    format!(
+        r#"mongosh --quiet --eval '
+const user = process.env.MONGO_INITDB_ROOT_USERNAME, password = process.env.MONGO_INITDB_ROOT_PASSWORD;
+db.getSiblingDB("admin").auth(user, password);
+const members = rs.conf().members.map(m => m.host).filter(host => !host.startsWith("{stopped}."))
+  .map(host => new Mongo("mongodb://" + encodeURIComponent(user) + ":" + encodeURIComponent(password) + "@" + host + "/?authSource=admin&directConnection=true"));
+const oldest = member => member.getDB("local").oplog.rs.find({{}}, {{ wall: 1 }}).sort({{ $natural: 1 }}).limit(1).next().wall;
+const filler = db.getSiblingDB("app").filler;
 const start = new Date();
-const most = oplog.stats().maxSize / (1 << 20);
+const deadline = Date.now() + 480 * 1000;
+const most = db.getSiblingDB("local").oplog.rs.stats().maxSize / (1 << 20);
 const pad = "x".repeat(1 << 20);
 let written = 0;
-while (oplog.find({}, { wall: 1 }).sort({ $natural: 1 }).limit(1).next().wall <= start) {
-  if (written > 4 * most) { throw new Error("the oplog still holds its first entries"); }
-  db.getSiblingDB("app").filler.insertMany(Array.from({ length: 16 }, () => ({ pad })));
+while (members.some(member => oldest(member) <= start)) {{
+  if (Date.now() > deadline) {{
+    throw new Error("an oplog still holds its first entries after " + written + " MiB in 480 s");
+  }}
+  filler.bulkWrite(Array.from({{ length: 16 }}, (_, i) => ({{
+    replaceOne: {{ filter: {{ _id: i }}, replacement: {{ pad, written }}, upsert: true }},
+  }})));
   written += 16;
+  if (written > most) {{
+    members.forEach(member => member.getDB("admin").runCommand({{ fsync: 1 }}));
+    sleep(500);
+  }}
+}}
+print("outgrown on " + members.length + " members after " + written + " MiB, an oplog holding at most " + most + " MiB")'"#
+    )
 }
-print("outgrown after " + written + " MiB, the oplog holding at most " + most + " MiB")'"#;
 
 #[tokio::test]
 async fn a_member_too_stale_to_catch_up_is_emptied_and_copies_the_set_anew() {
@@ -43,9 +67,13 @@ async fn a_member_too_stale_to_catch_up_is_emptied_and_copies_the_set_anew() {
 
     // The member fetches nothing while the primary writes more than its oplog holds.
     let pid = hang_server(&env, "orders-2", "mongod").await;
-    let outgrown = exec(&env, "orders-0", &["sh", "-c", OUTGROW_THE_OPLOG])
-        .await
-        .expect("the primary's oplog outgrown");
+    let outgrown = exec(
+        &env,
+        "orders-0",
+        &["sh", "-c", &outgrow_the_oplogs("orders-2")],
+    )
+    .await
+    .expect("the oplogs outgrown");
     eprintln!("{}", outgrown.trim());
     wake_server(pid);
     let resumed = std::time::Instant::now();
@@ -64,7 +92,7 @@ async fn a_member_too_stale_to_catch_up_is_emptied_and_copies_the_set_anew() {
             }
             // What the members say, for a failure's message.
             let mut said = Vec::new();
-            for pod in ["orders-0", "orders-2"] {
+            for pod in ["orders-0", "orders-1", "orders-2"] {
                 said.push(format!(
                     "{pod}: {:?}",
                     exec(&env, pod, &["sh", "-c", OPLOG_VIEW]).await
