@@ -36,31 +36,52 @@ use self::stats::round;
 use self::targets::Target;
 use self::webhook::{Requests, WebhookFigures};
 
+/// The benchmark's options. With `--smoke`, every option not given takes its smoke
+/// default (`SMOKE` below): the small run `cargo xtask test` makes.
 #[derive(clap::Args)]
 pub struct BenchArgs {
-    /// A small, quick run (used by `cargo xtask test` so the benchmark cannot rot).
+    /// A small, quick run (used by `cargo xtask test` so the benchmark cannot rot): the
+    /// parts that need no real node, on 20 Databases; options given still apply.
     #[arg(long)]
     pub smoke: bool,
     /// Databases created at once in the burst.
-    #[arg(long, default_value_t = 500)]
+    #[arg(long, default_value_t = 500, default_value_if("smoke", "true", "20"))]
     pub burst: usize,
     /// Database counts for the memory and CPU measurement.
-    #[arg(long, value_delimiter = ',', default_value = "0,1000,10000")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "0,1000,10000",
+        default_value_if("smoke", "true", "0,20")
+    )]
     pub scale: Vec<usize>,
     /// Seconds to watch an idle controller at each scale.
-    #[arg(long, default_value_t = 60)]
+    #[arg(long, default_value_t = 60, default_value_if("smoke", "true", "5"))]
     pub idle_seconds: u64,
     /// Failovers per replication mode (Async and Sync) in the failover part.
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 20, default_value_if("smoke", "true", "1"))]
     pub failover_trials: usize,
     /// Engines the failover part runs, each with its own real node.
-    #[arg(long, value_delimiter = ',', default_value = "postgres,mysql,mongodb")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "postgres,mysql,mongodb",
+        default_value_if("smoke", "true", "postgres")
+    )]
     pub failover_engines: Vec<String>,
     /// MiB of generated data the backup part backs up and restores.
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value_t = 1024, default_value_if("smoke", "true", "16"))]
     pub backup_mib: u64,
-    /// Run only these parts (default: all).
-    #[arg(long, value_enum, value_delimiter = ',')]
+    /// Run only these parts (default: all; with `--smoke`, those that need no real
+    /// node: the failover and backup parts run the same scenario steps
+    /// (`testenv::toolkit`) as the real tier's tests, which run just before in `cargo
+    /// xtask test`, and would add about five minutes to a suite that must fit CI's limit).
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value_if("smoke", "true", "latency,scale,webhook")
+    )]
     pub only: Vec<Part>,
     /// In the scale part, log every request (reads too) in the audit log, so the
     /// breakdown shows the controller's reads per Database; the API server then also
@@ -100,25 +121,14 @@ pub enum Part {
 }
 
 impl BenchArgs {
-    /// The quick run `cargo xtask test` makes: the parts that need no real node. The
-    /// failover and backup parts run the same scenario steps (`testenv::toolkit`) as the
-    /// real tier's tests, which run just before; running them here too would add about
-    /// five minutes to a suite that must fit CI's limit.
+    /// The quick run `cargo xtask test` makes: what `cargo xtask bench --smoke` runs.
     pub fn smoke() -> Self {
-        Self {
-            smoke: true,
-            burst: 20,
-            scale: vec![0, 20],
-            idle_seconds: 5,
-            failover_trials: 1,
-            failover_engines: vec!["postgres".to_owned()],
-            backup_mib: 16,
-            only: vec![Part::Latency, Part::Scale, Part::Webhook],
-            audit_reads: false,
-            apiserver_profile: None,
-            binaries: None,
-            comparison: false,
+        #[derive(clap::Parser)]
+        struct Bench {
+            #[command(flatten)]
+            args: BenchArgs,
         }
+        <Bench as clap::Parser>::parse_from(["bench", "--smoke"]).args
     }
 
     fn runs(&self, part: Part) -> bool {
@@ -654,4 +664,52 @@ fn check_sane(
         bail!("controller memory could not be read");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{BenchArgs, Part};
+
+    #[derive(clap::Parser)]
+    struct Bench {
+        #[command(flatten)]
+        args: BenchArgs,
+    }
+
+    fn parse(args: &[&str]) -> BenchArgs {
+        <Bench as clap::Parser>::parse_from(std::iter::once("bench").chain(args.iter().copied()))
+            .args
+    }
+
+    #[test]
+    fn the_smoke_flag_selects_the_small_run_of_the_test_command() {
+        let smoke = parse(&["--smoke"]);
+        assert!(smoke.smoke);
+        assert_eq!(smoke.only, [Part::Latency, Part::Scale, Part::Webhook]);
+        assert_eq!(smoke.scale, [0, 20]);
+        assert_eq!((smoke.burst, smoke.idle_seconds), (20, 5));
+        assert_eq!((smoke.failover_trials, smoke.backup_mib), (1, 16));
+        assert_eq!(smoke.failover_engines, ["postgres"]);
+        assert_eq!(BenchArgs::smoke().only, smoke.only);
+    }
+
+    #[test]
+    fn options_given_with_the_smoke_flag_still_apply() {
+        let smoke = parse(&["--smoke", "--only", "failover", "--burst", "50"]);
+        assert_eq!(smoke.only, [Part::Failover]);
+        assert_eq!(smoke.burst, 50);
+        assert_eq!(smoke.failover_trials, 1);
+    }
+
+    #[test]
+    fn without_the_smoke_flag_every_part_runs_at_full_size() {
+        let full = parse(&[]);
+        assert!(full.only.is_empty());
+        assert_eq!(full.scale, [0, 1000, 10000]);
+        assert_eq!(
+            (full.burst, full.failover_trials, full.backup_mib),
+            (500, 20, 1024)
+        );
+        assert_eq!(full.failover_engines, ["postgres", "mysql", "mongodb"]);
+    }
 }
