@@ -334,6 +334,11 @@ mod tests {
         assert_eq!(&document[15..20], b"\x02$db\0");
         assert_eq!(int32_at(document, 20), "admin\0".len());
         assert_eq!(&document[24..], b"admin\0\0");
+        // The controller greets members with the same message.
+        assert_eq!(
+            request,
+            crate::replication::mongodb::wire::command_message("hello")
+        );
         assert_eq!(MONGODB.readiness_command[..2], ["bash", "-c"]);
         // The script names the port itself; it must be the one the server listens on.
         let target = format!("/dev/tcp/127.0.0.1/{}", MONGODB.port);

@@ -212,17 +212,29 @@ fn primary_labels(named: &str, instances: &[Instance]) -> Vec<(String, Option<&'
 }
 
 /// Asks every running instance's engine, all at once, for its state; an instance that
-/// does not answer keeps no engine state.
+/// does not answer keeps no engine state. A mongodb set is asked as a whole: its
+/// primary knows what the others are.
 async fn ask_engines(engine: Engine, exec_pods: &Api<Pod>, instances: &mut [Instance]) {
-    let asked: Vec<_> = instances
+    let running: Vec<String> = instances
         .iter()
         .filter(|i| i.running())
-        .map(|i| ask_state(engine, exec_pods, &i.name))
+        .map(|i| i.name.clone())
         .collect();
-    let answers = futures::future::join_all(asked).await;
+    let answers = match engine {
+        Engine::Mongodb => mongodb::states(exec_pods, &running).await,
+        Engine::Postgres | Engine::Mysql => {
+            let asked = running.iter().map(|pod| async move {
+                match engine {
+                    Engine::Mysql => mysql::state(exec_pods, pod).await.ok(),
+                    _ => postgres::state(exec_pods, pod).await.ok(),
+                }
+            });
+            futures::future::join_all(asked).await
+        }
+    };
     let mut answers = answers.into_iter();
     for instance in instances.iter_mut().filter(|i| i.running()) {
-        instance.engine = answers.next().and_then(Result::ok);
+        instance.engine = answers.next().flatten();
     }
 }
 
@@ -256,19 +268,6 @@ fn switchover_refusal(
             ),
         )
     })
-}
-
-/// What an instance's engine says about it.
-async fn ask_state(
-    engine: Engine,
-    pods: &Api<Pod>,
-    pod: &str,
-) -> Result<plan::EngineState, crate::exec::ExecError> {
-    match engine {
-        Engine::Mysql => mysql::state(pods, pod).await,
-        Engine::Mongodb => mongodb::state(pods, pod).await,
-        Engine::Postgres => postgres::state(pods, pod).await,
-    }
 }
 
 /// An instance as its Pod shows it (the engine is asked later).

@@ -1,9 +1,15 @@
-//! What the controller asks a mongodb instance, through `mongosh` in its container as
-//! the administrator the image created: its view of the replica set, and the few
-//! changes the operator makes (initiate, add or remove a member, hand the primary over,
-//! the default write concern). Elections are the replica set's own. The password
-//! reaches the shell through its environment (`process.env`), never a command line.
+//! What the controller asks a mongodb instance: every member, over the wire protocol,
+//! what it answers before any login (`hello`, `buildInfo`; see [`wire`]); the writable
+//! primary, through `mongosh` in its container as the administrator the image created,
+//! its view of the replica set; and the few changes the operator makes (initiate, add
+//! or remove a member, hand the primary over, the default write concern). Elections
+//! are the replica set's own. The password reaches the shell through its environment
+//! (`process.env`), never a command line.
 
+mod bson;
+pub(crate) mod wire;
+
+use futures::future::join_all;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use serde::Deserialize;
@@ -15,6 +21,9 @@ use crate::exec::{self, ExecError};
 /// How long asking an instance may take (mongosh itself needs a second or two to
 /// start): a hung one must not hold up a pass.
 const ASK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(12);
+/// How long greeting an instance over the wire protocol may take: the script itself
+/// gives up on a silent server after two seconds per answer.
+const GREET_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(8);
 /// How long a hand-over may take: the primary waits up to this for a secondary to
 /// catch up before it steps down.
 const CATCH_UP_SECONDS: u32 = 20;
@@ -31,10 +40,11 @@ const LOGIN: &str = "db.getSiblingDB('admin').auth(process.env.MONGO_INITDB_ROOT
 
 /// The instance's view: its set, whether it takes writes, follows or recovers, the
 /// primary it knows, how recent its last write is, and on a primary the configured
-/// members, the default write concern and the time of the oldest entry its oplog still
-/// holds.
+/// members, the default write concern, the time of the oldest entry its oplog still
+/// holds and each member's state as it sees them.
 const STATE: &str = r#"
 const h = db.adminCommand({ hello: 1 });
+let status = null;
 const out = {
   set: h.setName || "",
   writable: !!h.isWritablePrimary,
@@ -47,9 +57,10 @@ const out = {
   compatibility: "",
   state: -1,
   oldest: 0,
+  states: [],
 };
 if (out.set) {
-  try { out.state = db.adminCommand({ replSetGetStatus: 1 }).myState; } catch (e) {}
+  try { status = db.adminCommand({ replSetGetStatus: 1 }); out.state = status.myState; } catch (e) {}
 }
 if (out.writable && out.set) {
   out.members = db.adminCommand({ replSetGetConfig: 1 }).config.members.map((m) => m.host);
@@ -59,6 +70,7 @@ if (out.writable && out.set) {
   out.compatibility = (f.featureCompatibilityVersion && f.featureCompatibilityVersion.version) || "";
   const first = db.getSiblingDB("local").oplog.rs.find({}, { wall: 1 }).sort({ $natural: 1 }).limit(1).toArray()[0];
   out.oldest = first && first.wall ? first.wall.getTime() : 0;
+  out.states = status ? status.members.map((m) => ({ host: m.name, state: m.state })) : [];
 }
 print(JSON.stringify(out));
 "#;
@@ -92,7 +104,20 @@ struct Answer {
     /// On a primary: the wall-clock time (ms) of its oplog's oldest entry.
     #[serde(default)]
     oldest: u64,
+    /// On a primary: each member's state as it sees them.
+    #[serde(default)]
+    states: Vec<MemberState>,
 }
+
+/// A member's state (`replSetGetStatus.members[].state`) as the primary sees it.
+#[derive(Deserialize)]
+struct MemberState {
+    host: String,
+    state: i32,
+}
+
+/// Each member's state, by Pod, as the primary that answered sees them.
+type MemberStates = Vec<(String, i32)>;
 
 /// A member's address: its Pod's DNS name under the headless Service.
 pub fn host(pod: &str, service: &str, namespace: &str, cluster_domain: &str) -> String {
@@ -131,8 +156,101 @@ pub(crate) async fn shell(
     .await
 }
 
-/// The instance's state.
-pub async fn state(pods: &Api<Pod>, pod: &str) -> Result<EngineState, ExecError> {
+/// Every running member's state, in the order of `members` (`None` for one that did
+/// not answer). Each is greeted over the wire protocol; the one that says it is the
+/// writable primary (two, for a moment after a partition) is then asked its full view
+/// through mongosh, and the others learn from it whether they are recovering.
+pub async fn states(pods: &Api<Pod>, members: &[String]) -> Vec<Option<EngineState>> {
+    let greeted = join_all(members.iter().map(|pod| greet(pods, pod))).await;
+    let viewed = join_all(
+        members
+            .iter()
+            .zip(&greeted)
+            .map(|(pod, greeting)| async move {
+                let writable = greeting.as_ref().is_some_and(|state| state.primary);
+                if writable {
+                    Some(primary_view(pods, pod).await.ok())
+                } else {
+                    None
+                }
+            }),
+    )
+    .await;
+    let seen: MemberStates = viewed
+        .iter()
+        .flatten()
+        .flatten()
+        .map(|(_, states)| states.clone())
+        .next()
+        .unwrap_or_default();
+    greeted
+        .into_iter()
+        .zip(viewed)
+        .zip(members)
+        .map(|((greeting, view), pod)| match view {
+            Some(view) => view.map(|(state, _)| state),
+            None => greeting.map(|state| as_the_primary_sees(state, pod, &seen)),
+        })
+        .collect()
+}
+
+/// A member that is not the primary: recovering when the primary sees it so.
+fn as_the_primary_sees(mut state: EngineState, pod: &str, seen: &MemberStates) -> EngineState {
+    let recovering = seen
+        .iter()
+        .any(|(member, s)| member == pod && *s == RECOVERING);
+    if let Some(view) = state.replica_set.as_mut() {
+        view.recovering = recovering;
+    }
+    state
+}
+
+/// What the member answers before any login: `hello` and `buildInfo`.
+async fn greet(pods: &Api<Pod>, pod: &str) -> Option<EngineState> {
+    let script = wire::ask_script(&["hello", "buildInfo"]);
+    let output = exec::run_within(pods, pod, &["bash", "-c", &script], GREET_TIMEOUT)
+        .await
+        .ok()?;
+    let mut lines = output.lines().filter(|l| !l.trim().is_empty());
+    let hello = wire::read_answer(lines.next()?)?;
+    let build = wire::read_answer(lines.next()?)?;
+    greeted_state(&hello, &build)
+}
+
+/// The state a member's `hello` and `buildInfo` answers give: all but what only the
+/// primary's full view says (members, write concern, compatibility, oldest entry).
+fn greeted_state(hello: &bson::Document, build: &bson::Document) -> Option<EngineState> {
+    let secondary = hello.bool("secondary").unwrap_or(false);
+    let last_write = hello
+        .document("lastWrite")
+        .and_then(|w| w.date_time("lastWriteDate"))
+        .and_then(|ms| u64::try_from(ms).ok());
+    Some(EngineState {
+        primary: hello.bool("isWritablePrimary").unwrap_or(false),
+        position: last_write.unwrap_or(0),
+        upstream: secondary
+            .then(|| hello.str("primary").and_then(pod_of))
+            .flatten(),
+        streaming: secondary,
+        synchronous: false,
+        log_kept_mb: None,
+        oldest_log: None,
+        history: None,
+        replica_set: Some(ReplicaSetView {
+            initiated: hello.str("setName").is_some_and(|s| !s.is_empty()),
+            members: Vec::new(),
+            version: build.str("version")?.to_owned(),
+            compatibility: None,
+            recovering: false,
+        }),
+    })
+}
+
+/// The writable primary's full view, and each member's state as it sees them.
+async fn primary_view(
+    pods: &Api<Pod>,
+    pod: &str,
+) -> Result<(EngineState, MemberStates), ExecError> {
     let output = shell(pods, pod, STATE, ASK_TIMEOUT).await?;
     parse_state(&output).ok_or_else(|| ExecError::Failed {
         pod: pod.to_owned(),
@@ -227,15 +345,20 @@ if (!r.ok) {{ throw new Error(r.errmsg); }}"#
         .map(|_| ())
 }
 
-/// The printed answer into a state.
-fn parse_state(output: &str) -> Option<EngineState> {
+/// The printed answer into a state, and each member's state as the instance sees them.
+fn parse_state(output: &str) -> Option<(EngineState, MemberStates)> {
     let line = output
         .lines()
         .rev()
         .find(|l| l.trim_start().starts_with('{'))?;
     let answer: Answer = serde_json::from_str(line).ok()?;
     let initiated = !answer.set.is_empty();
-    Some(EngineState {
+    let seen = answer
+        .states
+        .iter()
+        .filter_map(|m| Some((pod_of(&m.host)?, m.state)))
+        .collect();
+    let state = EngineState {
         primary: answer.writable,
         position: answer.last_write,
         upstream: answer.secondary.then(|| pod_of(&answer.primary)).flatten(),
@@ -251,7 +374,8 @@ fn parse_state(output: &str) -> Option<EngineState> {
             compatibility: Some(answer.compatibility).filter(|c| !c.is_empty()),
             recovering: answer.state == RECOVERING,
         }),
-    })
+    };
+    Some((state, seen))
 }
 
 #[cfg(test)]
@@ -261,9 +385,14 @@ mod tests {
     #[test]
     fn a_primary_names_the_members_of_its_set() {
         let state = parse_state(
-            r#"{"set":"rs0","writable":true,"secondary":false,"primary":"orders-0.orders.shop.svc.cluster.local:27017","lastWrite":1700000000123,"members":["orders-0.orders.shop.svc.cluster.local:27017","orders-1.orders.shop.svc.cluster.local:27017"],"majority":true,"version":"7.0.14","compatibility":"6.0","state":1,"oldest":1699999000000}"#,
+            r#"{"set":"rs0","writable":true,"secondary":false,"primary":"orders-0.orders.shop.svc.cluster.local:27017","lastWrite":1700000000123,"members":["orders-0.orders.shop.svc.cluster.local:27017","orders-1.orders.shop.svc.cluster.local:27017"],"majority":true,"version":"7.0.14","compatibility":"6.0","state":1,"oldest":1699999000000,"states":[{"host":"orders-0.orders.shop.svc.cluster.local:27017","state":1},{"host":"orders-1.orders.shop.svc.cluster.local:27017","state":3}]}"#,
         )
         .expect("parsed");
+        let (state, seen) = state;
+        assert_eq!(
+            seen,
+            [("orders-0".to_owned(), 1), ("orders-1".to_owned(), 3)]
+        );
         assert!(state.primary && state.synchronous);
         assert_eq!(state.position, 1_700_000_000_123);
         assert_eq!(state.oldest_log, Some(1_699_999_000_000));
@@ -280,7 +409,8 @@ mod tests {
         let state = parse_state(
             "warning first\n{\"set\":\"rs0\",\"writable\":false,\"secondary\":true,\"primary\":\"orders-2.orders.shop.svc.cluster.local:27017\",\"lastWrite\":5,\"members\":[],\"majority\":false}\n",
         )
-        .expect("parsed");
+        .expect("parsed")
+        .0;
         assert!(!state.primary && state.streaming);
         assert_eq!(state.upstream.as_deref(), Some("orders-2"));
         assert_eq!(state.oldest_log, None);
@@ -291,7 +421,8 @@ mod tests {
         let state = parse_state(
             r#"{"set":"rs0","writable":false,"secondary":false,"primary":"orders-0.orders.shop.svc.cluster.local:27017","lastWrite":42,"members":[],"majority":false,"version":"6.0.5","compatibility":"","state":3,"oldest":0}"#,
         )
-        .expect("parsed");
+        .expect("parsed")
+        .0;
         assert!(!state.primary && !state.streaming);
         assert_eq!(state.position, 42);
         assert!(state.replica_set.expect("a view").recovering);
@@ -302,12 +433,72 @@ mod tests {
         let state = parse_state(
             r#"{"set":"","writable":false,"secondary":false,"primary":"","lastWrite":0,"members":[],"majority":false}"#,
         )
-        .expect("parsed");
+        .expect("parsed")
+        .0;
         assert!(!state.replica_set.expect("a view").initiated);
         assert_eq!(state.upstream, None);
         assert_eq!(
             parse_state("MongoServerError: Authentication failed."),
             None
+        );
+    }
+
+    /// The state a member's two answers, as the greeting script printed them, give.
+    fn greeted(answers: &str) -> EngineState {
+        let mut lines = answers.lines();
+        let hello = wire::read_answer(lines.next().expect("hello")).expect("read");
+        let build = wire::read_answer(lines.next().expect("buildInfo")).expect("read");
+        greeted_state(&hello, &build).expect("a state")
+    }
+
+    #[test]
+    fn a_greeted_primary_takes_writes_and_says_its_version() {
+        // Answers of mongod 6.0 in a set of three, printed by the greeting script.
+        let state = greeted(include_str!("wire/primary-6.0.hex"));
+        assert!(state.primary && !state.streaming);
+        assert_eq!(state.upstream, None);
+        assert!(state.position > 1_700_000_000_000, "{}", state.position);
+        let view = state.replica_set.expect("a view");
+        assert!(view.initiated && !view.recovering);
+        assert!(view.version.starts_with("6.0."), "{}", view.version);
+        assert!(view.members.is_empty() && view.compatibility.is_none());
+    }
+
+    #[test]
+    fn a_greeted_secondary_follows_the_primary_it_names() {
+        let primary = greeted(include_str!("wire/primary-6.0.hex"));
+        let state = greeted(include_str!("wire/secondary-6.0.hex"));
+        assert!(!state.primary && state.streaming);
+        assert_eq!(state.upstream.as_deref(), Some("orders-0"));
+        assert!(state.position > 0 && state.position <= primary.position);
+        assert!(state.replica_set.expect("a view").initiated);
+    }
+
+    #[test]
+    fn a_member_recovers_when_the_primary_sees_it_so() {
+        let (greeted, _) = parse_state(
+            r#"{"set":"rs0","writable":false,"secondary":false,"primary":"","lastWrite":42,"members":[],"majority":false,"version":"6.0.5"}"#,
+        )
+        .expect("parsed");
+        let seen = vec![
+            ("orders-0".to_owned(), 1),
+            ("orders-2".to_owned(), RECOVERING),
+        ];
+        let view = |pod: &str| {
+            as_the_primary_sees(greeted.clone(), pod, &seen)
+                .replica_set
+                .expect("a view")
+                .recovering
+        };
+        assert!(view("orders-2"));
+        assert!(!view("orders-1"), "a member the primary does not list");
+        assert!(!view("orders-0"));
+        assert!(
+            !as_the_primary_sees(greeted.clone(), "orders-2", &Vec::new())
+                .replica_set
+                .expect("a view")
+                .recovering,
+            "without a primary's view"
         );
     }
 
