@@ -123,12 +123,18 @@ pub enum Part {
 impl BenchArgs {
     /// The quick run `cargo xtask test` makes: what `cargo xtask bench --smoke` runs.
     pub fn smoke() -> Self {
+        Self::parsed(&["--smoke"])
+    }
+
+    /// The options `cargo xtask bench <args>` gives.
+    fn parsed(args: &[&str]) -> Self {
         #[derive(clap::Parser)]
         struct Bench {
             #[command(flatten)]
             args: BenchArgs,
         }
-        <Bench as clap::Parser>::parse_from(["bench", "--smoke"]).args
+        let command_line = std::iter::once("bench").chain(args.iter().copied());
+        <Bench as clap::Parser>::parse_from(command_line).args
     }
 
     fn runs(&self, part: Part) -> bool {
@@ -670,15 +676,8 @@ fn check_sane(
 mod tests {
     use super::{BenchArgs, Part};
 
-    #[derive(clap::Parser)]
-    struct Bench {
-        #[command(flatten)]
-        args: BenchArgs,
-    }
-
     fn parse(args: &[&str]) -> BenchArgs {
-        <Bench as clap::Parser>::parse_from(std::iter::once("bench").chain(args.iter().copied()))
-            .args
+        BenchArgs::parsed(args)
     }
 
     #[test]
