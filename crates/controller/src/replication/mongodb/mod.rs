@@ -261,14 +261,19 @@ async fn primary_view(
 /// Marks the member `pod`'s data to be emptied when its Pod starts again (the
 /// replication script does it, never on the primary), so that it copies the set anew.
 pub async fn mark_for_reseed(pods: &Api<Pod>, pod: &str) -> Result<(), ExecError> {
-    exec::run(pods, pod, &["touch", RESEED_MARK])
+    exec::run(pods, pod, &["touch", &reseed_mark()])
         .await
         .map(|_| ())
 }
 
-/// The mark [`mark_for_reseed`] leaves: on the data volume, read by the replication
-/// script before mongod starts.
-const RESEED_MARK: &str = "/data/db/reseed";
+/// The mark [`mark_for_reseed`] leaves: a file of this name at the data volume's root,
+/// read by the replication script before mongod starts.
+const RESEED_FILE: &str = "reseed";
+
+fn reseed_mark() -> String {
+    let data = crate::engine::data_layout(database_api::Engine::Mongodb, "").mount_path;
+    format!("{data}/{RESEED_FILE}")
+}
 
 /// Makes `pod` a replica set of one member, itself; the others are added one by one.
 /// Replicas copy from the primary, not from each other, as the other engines do.
@@ -381,6 +386,20 @@ fn parse_state(output: &str) -> Option<(EngineState, MemberStates)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_replication_script_looks_for_the_reseed_mark_where_it_is_left() {
+        let script = crate::engine::profile(database_api::Engine::Mongodb)
+            .replication_script
+            .expect("a replication script");
+        let data = crate::engine::data_layout(database_api::Engine::Mongodb, "7.0").mount_path;
+        assert!(script.contains(&format!("\ndata={data}\n")), "{script}");
+        assert!(
+            script.contains(&format!("\"$data/{RESEED_FILE}\"")),
+            "{script}"
+        );
+        assert_eq!(reseed_mark(), format!("{data}/{RESEED_FILE}"));
+    }
 
     #[test]
     fn a_primary_names_the_members_of_its_set() {
