@@ -7,7 +7,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, ResourceExt};
 
-use crate::control_plane::Error;
+use crate::error::Error;
 
 /// Applies `crd` (server-side, field manager `testenv`) and waits until it is Established.
 pub async fn install_crd(client: &Client, crd: &CustomResourceDefinition) -> Result<(), Error> {

@@ -12,15 +12,13 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
 
 use crate::assets;
-use crate::control_plane::Error;
+use crate::error::Error;
 use crate::ports::free_port;
 use crate::process::Process;
-use crate::volumes;
+use crate::volumes::{self, STORAGE_CLASS};
 
 /// Field manager for the objects the harness itself writes.
 const MANAGER: &str = "testenv";
-/// Name of the default StorageClass kwok provisions volumes for.
-pub const STORAGE_CLASS: &str = "kwok-volume";
 
 /// Starts kube-controller-manager and kube-scheduler, and kwok unless a real node runs.
 pub fn spawn_components(root: &Path, kubeconfig: &Path, real: bool) -> Result<Vec<Process>, Error> {

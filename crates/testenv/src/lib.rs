@@ -20,6 +20,7 @@ pub mod assets;
 pub mod clients;
 mod control_plane;
 mod crd;
+mod error;
 pub mod etcd;
 mod full;
 pub mod https;
@@ -35,11 +36,12 @@ pub mod scripted;
 pub mod toolkit;
 mod volumes;
 
-pub use control_plane::{ControlPlane, Error, Options, client_from};
+pub use control_plane::{ControlPlane, Options, client_from};
 pub use crd::install_crd;
-pub use full::STORAGE_CLASS;
+pub use error::Error;
 pub use pki::{CertifiedKey, TestCa};
 pub use ports::free_port;
+pub use volumes::STORAGE_CLASS;
 
 /// A count for a fault test: the environment variable `var` when it holds a number
 /// (`cargo xtask test --long` sets the longer runs), else `default`, the bounded run

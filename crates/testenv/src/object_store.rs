@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use tempfile::TempDir;
 
-use crate::control_plane::Error;
+use crate::error::Error;
 use crate::pki::TestCa;
 use crate::process::Process;
 use crate::{assets, free_port};

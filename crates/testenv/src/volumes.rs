@@ -14,7 +14,8 @@ use kube::runtime::watcher::{self, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
-use crate::full::STORAGE_CLASS;
+/// Name of the full tier's default StorageClass, whose claims this provisions.
+pub const STORAGE_CLASS: &str = "kwok-volume";
 
 /// The provisioner named on the volumes (kwok's, so nothing else changes).
 const PROVISIONER: &str = "kwok.x-k8s.io/volume";

@@ -22,41 +22,45 @@ use super::owned::{
 };
 use crate::error::Error;
 
-/// Writes a new Database's objects in the order above; returns its StatefulSet.
-pub(super) async fn write_unread(
-    pass: &OwnedPass<'_>,
-    applier: &Applier<'_>,
-    template_storage: &str,
-) -> Result<StatefulSet, Error> {
-    let (ctx, db, apis, observed, shape) =
-        (pass.ctx, pass.db, pass.apis, pass.observed, pass.shape);
-    let (credentials, (), ()) = tokio::try_join!(
-        claim_credentials(applier, apis, db, observed),
-        apply_mounted_configmaps(applier, apis, db, observed, shape.layout, &shape.named),
-        apply_config(applier, &apis.configmaps, &shape.as_run, &observed.config),
-    )?;
-    let desired_set = pass.desired_statefulset(template_storage);
-    let connection = async {
-        match &credentials {
-            Some(credentials) => apply_connection(applier, apis, db, observed, credentials).await,
-            None => Ok(()),
-        }
-    };
-    let rest = async {
-        tokio::try_join!(
-            apply_services_and_budget(applier, apis, db, observed, &shape.named),
-            connection
-        )
-        .map(|_| ())
-    };
-    // The finalizer once the Database has a StatefulSet: only then is there data for
-    // its deletion to look after.
-    let set_then_finalizer = async {
-        let set = applier.apply(&apis.sets, &desired_set, None).await?;
-        add_finalizer(ctx, pass.databases, db, true).await?;
+impl OwnedPass<'_> {
+    /// Writes a new Database's objects in the order above; returns its StatefulSet.
+    pub(super) async fn write_unread(
+        &self,
+        applier: &Applier<'_>,
+        template_storage: &str,
+    ) -> Result<StatefulSet, Error> {
+        let (ctx, db, apis, observed, shape) =
+            (self.ctx, self.db, self.apis, self.observed, self.shape);
+        let (credentials, (), ()) = tokio::try_join!(
+            claim_credentials(applier, apis, db, observed),
+            apply_mounted_configmaps(applier, apis, db, observed, shape.layout, &shape.named),
+            apply_config(applier, &apis.configmaps, &shape.as_run, &observed.config),
+        )?;
+        let desired_set = self.desired_statefulset(template_storage);
+        let connection = async {
+            match &credentials {
+                Some(credentials) => {
+                    apply_connection(applier, apis, db, observed, credentials).await
+                }
+                None => Ok(()),
+            }
+        };
+        let rest = async {
+            tokio::try_join!(
+                apply_services_and_budget(applier, apis, db, observed, &shape.named),
+                connection
+            )
+            .map(|_| ())
+        };
+        // The finalizer once the Database has a StatefulSet: only then is there data for
+        // its deletion to look after.
+        let set_then_finalizer = async {
+            let set = applier.apply(&apis.sets, &desired_set, None).await?;
+            add_finalizer(ctx, self.databases, db, true).await?;
+            Ok(set)
+        };
+        let ((set, set_applied), ()) = tokio::try_join!(set_then_finalizer, rest)?;
+        announce(ctx, db, None, set_applied).await;
         Ok(set)
-    };
-    let ((set, set_applied), ()) = tokio::try_join!(set_then_finalizer, rest)?;
-    announce(ctx, db, None, set_applied).await;
-    Ok(set)
+    }
 }

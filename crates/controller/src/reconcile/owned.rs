@@ -258,12 +258,7 @@ impl OwnedPass<'_> {
         first_pass: bool,
     ) -> Result<StatefulSet, Error> {
         if self.unread {
-            return Box::pin(super::first_pass::write_unread(
-                self,
-                applier,
-                template_storage,
-            ))
-            .await;
+            return Box::pin(self.write_unread(applier, template_storage)).await;
         }
         let (ctx, db, apis, observed, shape) =
             (self.ctx, self.db, self.apis, self.observed, self.shape);
