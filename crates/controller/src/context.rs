@@ -10,7 +10,8 @@ use crate::metrics::Metrics;
 use crate::objects::ledger::Ledger;
 use crate::replication::outage::Outages;
 use crate::resources::BuildConfig;
-use operator_runtime::events::{Publisher, Reporter};
+use k8s_openapi::api::core::v1::ObjectReference;
+use operator_runtime::events::{Notice, Publisher, Reporter};
 
 /// Controller settings that are not part of any Database.
 #[derive(Clone)]
@@ -121,6 +122,15 @@ impl Context {
 }
 
 impl Context {
+    /// Publishes an event about `regarding`; a failure to record one never fails the
+    /// pass that tells it.
+    pub async fn tell(&self, regarding: &ObjectReference, notice: &Notice) {
+        match self.events.publish(notice, regarding).await {
+            Ok(()) => self.metrics.wrote("event"),
+            Err(err) => tracing::debug!(error = %err, "could not publish event"),
+        }
+    }
+
     /// The client to run commands in Pods with.
     pub fn exec_client(&self) -> &Client {
         self.exec.as_ref().unwrap_or(&self.client)

@@ -523,10 +523,7 @@ async fn tell(
     let mut regarding = vec![backup.object_ref(&())];
     regarding.extend(db.map(|db| db.object_ref(&())));
     for object in regarding {
-        match ctx.events.publish(&notice, &object).await {
-            Ok(()) => ctx.metrics.wrote("event"),
-            Err(err) => tracing::debug!(error = %err, "could not publish event"),
-        }
+        ctx.tell(&object, &notice).await;
     }
 }
 

@@ -71,8 +71,5 @@ pub(super) async fn publish(
         reason: reason.to_owned(),
         note,
     };
-    match ctx.events.publish(&notice, &db.object_ref(&())).await {
-        Ok(()) => ctx.metrics.wrote("event"),
-        Err(err) => tracing::debug!(error = %err, "could not publish event"),
-    }
+    ctx.tell(&db.object_ref(&()), &notice).await;
 }
