@@ -9,7 +9,7 @@ use kube::{Api, Client, Config};
 use tempfile::TempDir;
 
 use crate::assets;
-pub use crate::error::{ATTACH_ENV, Error};
+use crate::error::{ATTACH_ENV, Error};
 use crate::full;
 use crate::kubeconfig::{self, Credentials};
 use crate::pki::{self, CertifiedKey, TestCa};
