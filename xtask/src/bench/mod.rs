@@ -465,6 +465,7 @@ fn merge(runs: &[Latency]) -> Latency {
         to_statefulset: stats::Summary::of(&pick(|r| r.to_statefulset.p50)),
         to_running: stats::Summary::of(&pick(|r| r.to_running.p50)),
         ready_to_running: stats::Summary::of(&pick(|r| r.ready_to_running.p50)),
+        pod_ready_to_running: stats::Summary::of(&pick(|r| r.pod_ready_to_running.p50)),
         throughput,
         wall_seconds: runs.iter().map(|r| r.wall_seconds).fold(0.0, f64::max),
     }
@@ -479,6 +480,7 @@ fn print_latency(single: &Latency, burst: &Latency, cold_start: Duration) {
             ("create to StatefulSet", l.to_statefulset),
             ("create to Running", l.to_running),
             ("StatefulSet ready to Running", l.ready_to_running),
+            ("Pod ready to Running", l.pod_ready_to_running),
         ] {
             println!(
                 "| {what} ({label}) | {} | {:.1} | {:.1} | {:.1} |",
@@ -634,6 +636,7 @@ fn latency_json(single: &Latency, burst: &Latency, cold_start: Duration) -> Valu
         json!({"count": l.count, "create_call": l.create_call.to_json(), "create_to_statefulset": l.to_statefulset.to_json(),
                "create_to_running": l.to_running.to_json(),
                "statefulset_ready_to_running": l.ready_to_running.to_json(),
+               "pod_ready_to_running": l.pod_ready_to_running.to_json(),
                "throughput_per_second": round(l.throughput), "wall_seconds": round(l.wall_seconds)})
     };
     json!({

@@ -3,6 +3,7 @@
 
 mod applier;
 pub mod conflicts;
+pub mod counted;
 #[cfg(test)]
 mod decisions;
 pub mod finalizer;

@@ -349,6 +349,11 @@ impl OwnedPass<'_> {
             upgrade: upgraded.status,
             parameters_applied: settings_step.applied,
             monitoring,
+            counted: self
+                .observed
+                .pods
+                .as_deref()
+                .map(|pods| super::counted::count(set, pods)),
             ..facts
         };
         Ok((facts, requeue))

@@ -44,9 +44,11 @@ pub struct Facts {
     pub parameters_applied: Option<String>,
     /// Whether the exporter's user is in place, when there is something to say.
     pub monitoring: Option<crate::monitoring::Verdict>,
+    /// The instances as the Pods this pass listed show them, ahead of the StatefulSet.
+    pub counted: Option<super::counted::Counted>,
 }
 
-/// Replica counts read from the StatefulSet.
+/// Replica counts read from the StatefulSet, or from its Pods where they are further on.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 struct Rollout {
     ready: i32,
@@ -54,15 +56,24 @@ struct Rollout {
     current_generation: bool,
 }
 
-fn rollout(db: &Database, statefulset: Option<&StatefulSet>) -> Option<Rollout> {
+fn rollout(db: &Database, statefulset: Option<&StatefulSet>, facts: &Facts) -> Option<Rollout> {
     let set = statefulset?;
     let status = set.status.as_ref();
     let observed = status.and_then(|s| s.observed_generation);
     let desired_replicas = db.spec.replicas;
     let spec_replicas = set.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0);
+    // Either count may lag the other; the Pods are usually ahead, and a Pod that stopped
+    // being ready brings a pass of its own.
+    let counted = facts.counted.unwrap_or_default();
     Some(Rollout {
-        ready: status.and_then(|s| s.ready_replicas).unwrap_or(0),
-        updated: status.and_then(|s| s.updated_replicas).unwrap_or(0),
+        ready: status
+            .and_then(|s| s.ready_replicas)
+            .unwrap_or(0)
+            .max(counted.ready),
+        updated: status
+            .and_then(|s| s.updated_replicas)
+            .unwrap_or(0)
+            .max(counted.updated),
         current_generation: observed.is_some()
             && observed == set.metadata.generation
             && spec_replicas == desired_replicas,
@@ -81,7 +92,7 @@ pub fn compute(
     cluster_domain: &str,
 ) -> DatabaseStatus {
     let previous = db.status.clone().unwrap_or_default();
-    let rollout = rollout(db, statefulset);
+    let rollout = rollout(db, statefulset, facts);
     let (phase, message) = shown_phase(db, facts, rollout, previous.phase);
     let conditions = condition_list(db, facts, phase, &message, previous.conditions, now);
     DatabaseStatus {
@@ -387,6 +398,28 @@ mod tests {
             Some("orders-rw.shop.svc.cluster.local:5432")
         );
         assert_eq!(status.observed_generation, Some(1));
+    }
+
+    #[test]
+    fn pods_ready_before_the_statefulset_says_so_mean_running() {
+        let db = database(Engine::Postgres, "16.4", 3);
+        let mut behind = set(3, 1, 1);
+        if let Some(status) = behind.status.as_mut() {
+            status.updated_replicas = Some(1);
+        }
+        let counted = |ready, updated| Facts {
+            counted: Some(crate::reconcile::counted::Counted { ready, updated }),
+            ..Facts::default()
+        };
+        let shown = |facts: &Facts| {
+            let status = compute(&db, Some(&behind), facts, &now(), "cluster.local");
+            (status.phase, status.replicas)
+        };
+        assert_eq!(shown(&counted(3, 3)), (Phase::Running, 3));
+        // Ready Pods of the old revision are not a finished rollout.
+        assert_eq!(shown(&counted(3, 2)), (Phase::Creating, 3));
+        // Pods further behind than the StatefulSet take nothing from what it says.
+        assert_eq!(shown(&counted(0, 0)), (Phase::Creating, 1));
     }
 
     #[test]
