@@ -51,55 +51,38 @@ impl Watches {
     pub fn start(client: &Client) -> Self {
         let statefulsets: Seen = Arc::default();
         let sets_ready: Seen = Arc::default();
-        let running: Seen = Arc::default();
-        let sets: Api<StatefulSet> = Api::namespaced(client.clone(), NAMESPACE);
-        let (seen, ready) = (statefulsets.clone(), sets_ready.clone());
-        let sets_task = tokio::spawn(async move {
-            let mut stream = std::pin::pin!(
-                watcher(sets, watcher::Config::default())
-                    .default_backoff()
-                    .applied_objects()
-            );
-            // A watch error (e.g. 410 Gone under load) is retried by the backoff; the loop
-            // goes on.
-            while let Some(item) = stream.next().await {
-                let Ok(set) = item else { continue };
-                if let Ok(mut map) = seen.lock() {
-                    map.entry(set.name_any()).or_insert_with(Instant::now);
-                }
-                let wanted = set.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
-                let ready_replicas = set.status.as_ref().and_then(|s| s.ready_replicas);
-                if ready_replicas >= Some(wanted)
-                    && let Ok(mut map) = ready.lock()
-                {
-                    map.entry(set.name_any()).or_insert_with(Instant::now);
-                }
-            }
-        });
         let pods_ready: Seen = Arc::default();
-        let pods_task = tokio::spawn(watch_pods_ready(client.clone(), pods_ready.clone()));
-        let dbs: Api<Database> = Api::namespaced(client.clone(), NAMESPACE);
-        let seen = running.clone();
-        let dbs_task = tokio::spawn(async move {
-            let mut stream = std::pin::pin!(
-                watcher(dbs, watcher::Config::default())
-                    .default_backoff()
-                    .applied_objects()
-            );
-            // A watch error (e.g. 410 Gone under load) is retried by the backoff; the loop
-            // goes on.
-            while let Some(item) = stream.next().await {
-                let Ok(db) = item else { continue };
-                if db
-                    .status
-                    .as_ref()
-                    .is_some_and(|s| s.phase == Phase::Running)
-                    && let Ok(mut map) = seen.lock()
-                {
-                    map.entry(db.name_any()).or_insert_with(Instant::now);
-                }
+        let running: Seen = Arc::default();
+        let (seen, ready) = (statefulsets.clone(), sets_ready.clone());
+        let sets_task = tokio::spawn(for_each_seen(client.clone(), move |set: StatefulSet| {
+            first_seen(&seen, set.name_any());
+            let wanted = set.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+            if set.status.as_ref().and_then(|s| s.ready_replicas) >= Some(wanted) {
+                first_seen(&ready, set.name_any());
             }
-        });
+        }));
+        // A Database's first instance, `<name>-0`: all of a one-instance Database.
+        let pods_seen = pods_ready.clone();
+        let pods_task = tokio::spawn(for_each_seen(client.clone(), move |pod: Pod| {
+            let is_ready = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+            if let (true, Some(database)) = (is_ready, pod.name_any().strip_suffix("-0")) {
+                first_seen(&pods_seen, database.to_owned());
+            }
+        }));
+        let seen = running.clone();
+        let dbs_task = tokio::spawn(for_each_seen(client.clone(), move |db: Database| {
+            if db
+                .status
+                .as_ref()
+                .is_some_and(|s| s.phase == Phase::Running)
+            {
+                first_seen(&seen, db.name_any());
+            }
+        }));
         Self {
             statefulsets,
             sets_ready,
@@ -153,29 +136,34 @@ impl Watches {
     }
 }
 
-/// Records when each Database's first instance (`<name>-0`, all of a one-instance
-/// Database) is first seen ready.
-async fn watch_pods_ready(client: Client, ready: Seen) {
-    let pods: Api<Pod> = Api::namespaced(client, NAMESPACE);
+/// Hands every object the bench namespace's watch of `K` reports to `each`, until the
+/// task is aborted. A watch error (e.g. 410 Gone under load) is retried by the backoff.
+async fn for_each_seen<K>(client: Client, mut each: impl FnMut(K))
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + 'static,
+{
+    let api: Api<K> = Api::namespaced(client, NAMESPACE);
     let mut stream = std::pin::pin!(
-        watcher(pods, watcher::Config::default())
+        watcher(api, watcher::Config::default())
             .default_backoff()
             .applied_objects()
     );
-    // A watch error is retried by the backoff; the loop goes on.
     while let Some(item) = stream.next().await {
-        let Ok(pod) = item else { continue };
-        let is_ready = pod
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-        let name = pod.name_any();
-        if let (true, Some(database)) = (is_ready, name.strip_suffix("-0"))
-            && let Ok(mut map) = ready.lock()
-        {
-            map.entry(database.to_owned()).or_insert_with(Instant::now);
+        if let Ok(object) = item {
+            each(object);
         }
+    }
+}
+
+/// Notes when `name` is first seen in `map`.
+fn first_seen(map: &Seen, name: String) {
+    if let Ok(mut map) = map.lock() {
+        map.entry(name).or_insert_with(Instant::now);
     }
 }
 
