@@ -8,6 +8,7 @@ use kube::runtime::reflector::Store;
 
 use crate::metrics::Metrics;
 use crate::objects::ledger::Ledger;
+use crate::reconcile::status_writes::StatusWrites;
 use crate::replication::outage::Outages;
 use crate::resources::BuildConfig;
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -65,6 +66,9 @@ pub struct Context {
     /// What the owned objects' watches and the passes know of each owned object
     /// (see [`Ledger`]); empty, and so never consulted, where no watch runs.
     pub ledger: Arc<Ledger>,
+    /// The status writes the Database cache has not caught up with (see
+    /// [`StatusWrites`]).
+    pub status_writes: StatusWrites,
     /// The caches of DatabaseBackups the backup watches keep (one per watched
     /// namespace, or one for all), which a Database's reconcile reads its backups from.
     backups: Mutex<Vec<Store<DatabaseBackup>>>,
@@ -90,6 +94,7 @@ impl Context {
             metrics,
             outages: Outages::default(),
             ledger: Arc::default(),
+            status_writes: StatusWrites::default(),
             backups: Mutex::default(),
         }
     }

@@ -15,6 +15,7 @@ pub mod preflight;
 mod seen;
 pub mod settings;
 pub mod status;
+pub mod status_writes;
 pub mod storage;
 
 use std::sync::Arc;
@@ -428,6 +429,7 @@ async fn delete(
     ctx.metrics.wrote("finalizer");
     ctx.outages
         .forget(&format!("{namespace}/{}", db.name_any()));
+    ctx.status_writes.forget(db);
     Ok(Action::await_change())
 }
 
@@ -440,7 +442,7 @@ async fn write_status(
     now: &Time,
 ) -> Result<bool, Error> {
     let status = status::compute(db, set, facts, now, &ctx.settings.build.cluster_domain);
-    let wrote = status::patch_if_changed(api, db, status).await?;
+    let wrote = status::patch_if_changed(api, db, status, &ctx.status_writes).await?;
     if wrote {
         ctx.metrics.wrote("status");
     }

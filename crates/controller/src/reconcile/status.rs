@@ -324,8 +324,13 @@ pub async fn patch_if_changed(
     api: &Api<Database>,
     db: &Database,
     status: DatabaseStatus,
+    writes: &super::status_writes::StatusWrites,
 ) -> Result<bool, Error> {
     if db.status.as_ref() == Some(&status) {
+        writes.forget(db);
+        return Ok(false);
+    }
+    if writes.already_written(db, &status) {
         return Ok(false);
     }
     let body = json!({"apiVersion": "mycompany.io/v1", "kind": "Database", "status": status});
@@ -336,6 +341,7 @@ pub async fn patch_if_changed(
     )
     .await
     .map_err(Error::PatchStatus)?;
+    writes.wrote(db, &status);
     Ok(true)
 }
 

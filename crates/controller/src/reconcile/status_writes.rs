@@ -1,0 +1,119 @@
+//! The status writes the Database cache has not caught up with yet. Passes run back to
+//! back as a Database's Pods and StatefulSet change, and one that starts before the
+//! watch has brought the last pass's status compares with the status before it: it
+//! would write the same status again, which the API server answers with the whole
+//! update path for nothing. An entry lives from a write until a pass finds the cache
+//! past the version the write was made on.
+
+use std::collections::HashMap;
+use std::hash::Hasher as _;
+use std::sync::Mutex;
+
+use database_api::{Database, DatabaseStatus};
+
+/// Per Database (by uid): the cached version a status write was made on, and what it
+/// wrote, both as fingerprints.
+#[derive(Debug, Default)]
+pub struct StatusWrites(Mutex<HashMap<u64, (u64, u64)>>);
+
+impl StatusWrites {
+    /// Whether this controller already wrote `status` on top of the version of `db` the
+    /// cache still shows. An entry the cache has moved past goes.
+    pub fn already_written(&self, db: &Database, status: &DatabaseStatus) -> bool {
+        let Ok(mut writes) = self.0.lock() else {
+            return false;
+        };
+        let key = key(db);
+        match writes.get(&key) {
+            Some(&(on, wrote)) if on == version(db) => wrote == fingerprint(status),
+            Some(_) => {
+                writes.remove(&key);
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// Notes that `status` was written on top of `db` as cached.
+    pub fn wrote(&self, db: &Database, status: &DatabaseStatus) {
+        if let Ok(mut writes) = self.0.lock() {
+            writes.insert(key(db), (version(db), fingerprint(status)));
+        }
+    }
+
+    /// Drops what is known of `db`: the cache shows its status, or it is gone.
+    pub fn forget(&self, db: &Database) {
+        if let Ok(mut writes) = self.0.lock() {
+            writes.remove(&key(db));
+        }
+    }
+}
+
+fn key(db: &Database) -> u64 {
+    hash(&db.metadata.uid)
+}
+
+fn version(db: &Database) -> u64 {
+    hash(&db.metadata.resource_version)
+}
+
+fn fingerprint(status: &DatabaseStatus) -> u64 {
+    hash(&serde_json::to_vec(status).unwrap_or_default())
+}
+
+fn hash(value: &impl std::hash::Hash) -> u64 {
+    let mut hasher = std::hash::DefaultHasher::new();
+    value.hash(&mut hasher);
+    hasher.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use database_api::Phase;
+
+    fn cached(version: &str) -> Database {
+        let mut db =
+            crate::resources::fixtures::database(database_api::Engine::Postgres, "16.4", 1);
+        db.metadata.uid = Some("uid-1".into());
+        db.metadata.resource_version = Some(version.into());
+        db
+    }
+
+    fn status(phase: Phase) -> DatabaseStatus {
+        DatabaseStatus {
+            phase,
+            ..DatabaseStatus::default()
+        }
+    }
+
+    #[test]
+    fn the_same_status_on_the_same_cached_version_is_not_written_twice() {
+        let writes = StatusWrites::default();
+        let (db, running) = (cached("10"), status(Phase::Running));
+        assert!(!writes.already_written(&db, &running));
+        writes.wrote(&db, &running);
+        assert!(writes.already_written(&db, &running));
+        // Something else, on the same version: written.
+        assert!(!writes.already_written(&db, &status(Phase::Creating)));
+    }
+
+    #[test]
+    fn once_the_cache_has_moved_on_the_entry_goes() {
+        let writes = StatusWrites::default();
+        let running = status(Phase::Running);
+        writes.wrote(&cached("10"), &running);
+        assert!(!writes.already_written(&cached("11"), &running));
+        // Gone: even the old version no longer matches.
+        assert!(!writes.already_written(&cached("10"), &running));
+    }
+
+    #[test]
+    fn a_forgotten_database_is_written_again() {
+        let writes = StatusWrites::default();
+        let (db, running) = (cached("10"), status(Phase::Running));
+        writes.wrote(&db, &running);
+        writes.forget(&db);
+        assert!(!writes.already_written(&db, &running));
+    }
+}
