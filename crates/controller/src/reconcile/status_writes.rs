@@ -17,8 +17,8 @@ use database_api::{Database, DatabaseStatus};
 /// How long an entry lasts at most.
 pub const LASTS: Duration = Duration::from_secs(10);
 
-/// Per Database (by uid): the cached version a status write was made on and what it
-/// wrote, both as fingerprints, and when (seconds from `start`).
+/// Per Database (by namespace, name and uid): the cached version a status write was
+/// made on and what it wrote, both as fingerprints, and when (seconds from `start`).
 #[derive(Debug)]
 pub struct StatusWrites {
     start: Instant,
@@ -91,7 +91,8 @@ impl StatusWrites {
 }
 
 fn key(db: &Database) -> u64 {
-    hash(&db.metadata.uid)
+    let meta = &db.metadata;
+    hash(&(&meta.namespace, &meta.name, &meta.uid))
 }
 
 fn version(db: &Database) -> u64 {
